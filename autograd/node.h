@@ -1,0 +1,121 @@
+// The autograd graph. Every differentiable op that sees an input requiring grad
+// records one Node for its (single) output; the node holds the edges to the nodes
+// of its inputs and a backward closure over the tensors it saved (micrograd-style).
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "core/tensor.h"
+
+namespace mantissa::autograd {
+
+using Hook = std::function<Tensor(const Tensor&)>;
+
+struct Node : std::enable_shared_from_this<Node> {
+  Node();
+  virtual ~Node() = default;
+  virtual std::string name() const = 0;
+  // Gradients w.r.t. each input, given the gradient of the output.
+  virtual std::vector<Tensor> apply(const Tensor& grad_output) = 0;
+  // Frees saved tensors once backward no longer needs them (retain_graph=false).
+  virtual void release() {}
+
+  std::vector<std::shared_ptr<Node>> next;  // one per input; null where no grad is needed
+  std::vector<Hook> pre_hooks;              // hooks registered on the output tensor
+  std::weak_ptr<TensorImpl> retained;       // output whose .grad should be kept (retain_grad)
+  uint64_t sequence;                        // creation order, for a stable topological order
+  bool released = false;
+};
+
+// Per-tensor autograd state, created on first use.
+struct AutogradMeta {
+  bool requires_grad = false;
+  Tensor grad;
+  std::shared_ptr<Node> grad_fn;           // null for leaves
+  std::weak_ptr<Node> grad_accumulator;    // leaves: the node that writes .grad
+  std::vector<Hook> hooks;                 // leaves: gradient hooks
+  bool is_view = false;                    // shares storage with the tensor it was viewed from
+  // AMP dual copy: the cached fp16/bf16 working copy of an fp32 master parameter.
+  Tensor working_copy;
+  uint64_t working_copy_version = 0;       // the master's version the copy was made from
+};
+
+AutogradMeta& meta(const Tensor& t);                 // creates it when missing
+const AutogradMeta* meta_if(const Tensor& t);        // null when missing
+
+// The node that gradients for `t` flow into: its grad_fn, or a leaf's accumulator.
+std::shared_ptr<Node> gradient_edge(const Tensor& t);
+
+// The closure type of op backward formulas: grads for each input, given the output grad.
+// `needs[i]` says whether input i wants a gradient (skip work where it does not).
+using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad, const std::vector<bool>& needs)>;
+
+struct FunctionNode final : Node {
+  FunctionNode(std::string name, BackwardFn fn) : name_(std::move(name)), fn_(std::move(fn)) {}
+  std::string name() const override { return name_; }
+  std::vector<Tensor> apply(const Tensor& grad_output) override;
+  void release() override;
+
+ private:
+  std::string name_;
+  BackwardFn fn_;
+};
+
+struct AccumulateGrad final : Node {
+  explicit AccumulateGrad(const Tensor& leaf) : leaf_(leaf.impl_ptr()) {}
+  std::string name() const override { return "AccumulateGrad"; }
+  std::vector<Tensor> apply(const Tensor& grad) override;
+
+ private:
+  std::weak_ptr<TensorImpl> leaf_;
+};
+
+// True when grad mode is on and any input requires grad: the op must record a node.
+bool needs_grad(std::initializer_list<Tensor> inputs);
+bool needs_grad(const std::vector<Tensor>& inputs);
+// Makes `output` a non-leaf produced by `fn` from `inputs` (call only when needs_grad).
+void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output, BackwardFn fn);
+
+// A tensor kept for backward. Detects in-place modification through the version counter.
+// Outputs are stored without their grad_fn (no reference cycle); the engine restores it
+// when a graph of the backward pass is being built (create_graph).
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  SavedTensor(const Tensor& t, bool is_output = false);
+  Tensor unpack() const;
+  bool defined() const { return data_.defined(); }
+
+ private:
+  Tensor data_;
+  uint64_t version_ = 0;
+  bool is_output_ = false;
+};
+
+// Runs backward from `roots` seeded with `grads` (ones for scalar roots when undefined).
+// With `inputs`, returns their gradients instead of accumulating into .grad (autograd::grad).
+std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+                                 bool retain_graph, bool create_graph, const std::vector<Tensor>& inputs = {});
+
+// The node being executed by the engine on this thread (null outside backward).
+Node* current_node();
+
+// Gradients of `outputs` w.r.t. `inputs` (torch.autograd.grad). Unreached inputs get
+// undefined tensors unless allow_unused is false, which throws.
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
+                         bool create_graph = false, bool allow_unused = false);
+
+// Called by AccumulateGrad for every gradient written into a leaf: GradScaler uses it
+// to raise its found-inf flag during accumulation rather than in a separate pass.
+struct GradAccumulationObserver {
+  virtual ~GradAccumulationObserver() = default;
+  // Writes dst (+)= src converted to dst's dtype (dst undefined: returns a new tensor).
+  virtual Tensor accumulate(const Tensor& dst, const Tensor& src) = 0;
+};
+void set_grad_accumulation_observer(GradAccumulationObserver* observer);  // thread-local
+
+}  // namespace mantissa::autograd

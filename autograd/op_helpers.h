@@ -1,0 +1,33 @@
+// Small helpers shared by the op definitions in autograd/ops_*.cpp.
+#pragma once
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "core/error.h"
+#include "core/launch.h"
+#include "core/shape.h"
+
+namespace mantissa::detail {
+
+using autograd::BackwardFn;
+using autograd::needs_grad;
+using autograd::record;
+using autograd::SavedTensor;
+using Grads = std::vector<Tensor>;
+
+// The float type an op computes in for input dtype t (integers become float32).
+inline DType float_type(DType t) { return is_floating(t) ? t : DType::Float32; }
+
+// The dtype of a op b under PyTorch's rules, where 0-dim tensors act like Python scalars.
+DType result_type(const Tensor& a, const Tensor& b);
+
+// Brings a gradient back to an input's shape (undoing broadcasting) and dtype.
+inline Tensor grad_for(const Tensor& g, const Tensor& input) {
+  if (!g.defined()) return g;
+  Tensor r = g.sizes() == input.sizes() ? g : sum_to(g, input.sizes());
+  return r.dtype() == input.dtype() ? r : r.to(input.dtype());
+}
+
+// "op: tensors of shape [..] (float32) and [..] (float16)" for error messages.
+std::string describe(std::initializer_list<Tensor> ts);
+
+}  // namespace mantissa::detail

@@ -1,0 +1,132 @@
+// The differentiable ops: every op is defined once (shape/dtype inference, autocast
+// category, kernel dispatch and backward formula) in autograd/ops_*.cpp.
+#pragma once
+#include <optional>
+#include <vector>
+
+#include "autograd/node.h"
+#include "core/random.h"
+#include "core/tensor.h"
+
+namespace mantissa {
+
+// --- unary elementwise ---
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor sign(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor log1p(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+// approximate: "none" (erf form) or "tanh"
+Tensor gelu(const Tensor& x, const std::string& approximate = "none");
+Tensor silu(const Tensor& x);
+Tensor erf(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+Tensor square(const Tensor& x);
+Tensor pow(const Tensor& x, const Scalar& exponent);
+Tensor pow(const Tensor& x, const Tensor& exponent);
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
+Tensor isfinite(const Tensor& x);
+Tensor logical_not(const Tensor& x);
+
+// --- binary elementwise (broadcasting, PyTorch type promotion) ---
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value);
+
+Tensor operator-(const Tensor& x);
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, const Scalar& b);
+Tensor operator-(const Tensor& a, const Scalar& b);
+Tensor operator*(const Tensor& a, const Scalar& b);
+Tensor operator/(const Tensor& a, const Scalar& b);
+Tensor operator+(const Scalar& a, const Tensor& b);
+Tensor operator-(const Scalar& a, const Tensor& b);
+Tensor operator*(const Scalar& a, const Tensor& b);
+Tensor operator/(const Scalar& a, const Tensor& b);
+Tensor operator==(const Tensor& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator==(const Tensor& a, const Scalar& b);
+Tensor operator!=(const Tensor& a, const Scalar& b);
+Tensor operator<(const Tensor& a, const Scalar& b);
+Tensor operator<=(const Tensor& a, const Scalar& b);
+Tensor operator>(const Tensor& a, const Scalar& b);
+Tensor operator>=(const Tensor& a, const Scalar& b);
+
+// A 0-dim tensor holding `s`, typed to combine with `like` as a Python scalar would.
+Tensor wrap_scalar(const Scalar& s, const Tensor& like);
+
+// --- reductions (dims empty = all dims) ---
+Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor prod(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor amax(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+struct ValuesIndices {
+  Tensor values, indices;
+};
+ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim = false);
+ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor max(const Tensor& x);  // over all elements
+Tensor min(const Tensor& x);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
+// correction = 1 is the unbiased estimator (torch default)
+Tensor var(const Tensor& x, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
+Tensor std(const Tensor& x, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
+Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim = false);
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+// Sums `x` down to `shape` (the reverse of broadcasting); used by backward formulas.
+Tensor sum_to(const Tensor& x, const Shape& shape);
+
+// --- linear algebra ---
+// 1-D/2-D/batched with broadcasting batch dims, as torch.matmul.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// --- shape and indexing ---
+Tensor cat(const std::vector<Tensor>& ts, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& ts, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// Returns x with src added at `index` along dim (out-of-place scatter_add).
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
+// weight: [num_embeddings, dim]; indices: int64 of any shape -> [..., dim]
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+
+// Zeros of `shape` with `g` written into the strided window (sizes, strides, offset) of a
+// contiguous layout: the backward of narrow/slice/select.
+Tensor view_scatter(const Tensor& g, const Shape& shape, const Shape& sizes, const Shape& strides, int64_t offset);
+
+}  // namespace mantissa

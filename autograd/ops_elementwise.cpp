@@ -1,0 +1,411 @@
+// Elementwise ops and their backward formulas. Backward formulas use differentiable
+// ops when a graph of the backward is requested (create_graph), and the fused kernels
+// from core/elementwise_math.h otherwise.
+#include <cmath>
+
+#include "autograd/autocast.h"
+#include "autograd/op_helpers.h"
+
+namespace mantissa {
+
+using namespace detail;
+
+namespace detail {
+
+namespace {
+int category(DType t) { return t == DType::Bool ? 0 : (is_integral(t) ? 1 : 2); }
+}  // namespace
+
+DType result_type(const Tensor& a, const Tensor& b) {
+  bool za = a.dim() == 0, zb = b.dim() == 0;
+  if (za != zb) {
+    const Tensor& z = za ? a : b;
+    const Tensor& t = za ? b : a;
+    if (category(z.dtype()) <= category(t.dtype())) return t.dtype();
+    return promote_with_scalar(t.dtype(), is_floating(z.dtype()));
+  }
+  return promote_types(a.dtype(), b.dtype());
+}
+
+std::string describe(std::initializer_list<Tensor> ts) {
+  std::string s;
+  for (const Tensor& t : ts) {
+    if (!s.empty()) s += " and ";
+    s += t.defined() ? t.shape_str() + " (" + dtype_name(t.dtype()) + ")" : "undefined";
+  }
+  return s;
+}
+
+}  // namespace detail
+
+namespace {
+
+// Forward of a floating unary op (integers are computed as float32).
+Tensor unary_float(UnaryOp op, const Tensor& x, double a = 0, double b = 0) {
+  Tensor xf = is_floating(x.dtype()) ? x : launch::cast(x, DType::Float32);
+  return launch::unary(op, xf, a, b);
+}
+
+// grad * f'(saved) through a fused kernel, or through `composite` when building a graph.
+template <typename Composite>
+Tensor fused_backward(BinaryOp op, const Tensor& g, const Tensor& saved, Composite composite) {
+  if (GradMode::is_enabled()) return composite();
+  return launch::binary(op, g, saved, g.dtype(), g.dtype());
+}
+
+// Defines a unary op whose backward needs the input x.
+Tensor unary_with_input(const char* name, UnaryOp op, const Tensor& x0,
+                        std::function<Tensor(const Tensor& g, const Tensor& x)> backward) {
+  Tensor x = amp::autocast_one(name, x0);
+  Tensor y = unary_float(op, x);
+  if (needs_grad({x})) {
+    record(name, {x}, y, [sx = SavedTensor(x), backward](const Tensor& g, const std::vector<bool>&) {
+      return Grads{backward(g, sx.unpack())};
+    });
+  }
+  return y;
+}
+
+// Defines a unary op whose backward needs the output y.
+Tensor unary_with_output(const char* name, UnaryOp op, const Tensor& x0,
+                         std::function<Tensor(const Tensor& g, const Tensor& y)> backward) {
+  Tensor x = amp::autocast_one(name, x0);
+  Tensor y = unary_float(op, x);
+  if (needs_grad({x})) {
+    record(name, {x}, y, [sy = SavedTensor(y, true), backward](const Tensor& g, const std::vector<bool>&) {
+      return Grads{backward(g, sy.unpack())};
+    });
+  }
+  return y;
+}
+
+constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
+constexpr double kInvSqrt2 = 0.70710678118654752440;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+
+}  // namespace
+
+Tensor neg(const Tensor& x) {
+  MT_CHECK(x.dtype() != DType::Bool, "neg", "negation of a bool tensor is not supported, use logical_not");
+  Tensor y = launch::unary(UnaryOp::Neg, x);
+  if (needs_grad({x})) record("NegBackward", {x}, y, [](const Tensor& g, auto&) { return Grads{-g}; });
+  return y;
+}
+
+Tensor abs(const Tensor& x) {
+  Tensor y = launch::unary(UnaryOp::Abs, x);
+  if (needs_grad({x}))
+    record("AbsBackward", {x}, y, [sx = SavedTensor(x)](const Tensor& g, auto&) { return Grads{g * sign(sx.unpack())}; });
+  return y;
+}
+
+Tensor sign(const Tensor& x) {
+  Tensor y = launch::unary(UnaryOp::Sign, x);
+  if (needs_grad({x})) record("SignBackward", {x}, y, [](const Tensor& g, auto&) { return Grads{zeros_like(g)}; });
+  return y;
+}
+
+Tensor exp(const Tensor& x) {
+  return unary_with_output("exp", UnaryOp::Exp, x, [](const Tensor& g, const Tensor& y) { return g * y; });
+}
+Tensor log(const Tensor& x) {
+  return unary_with_input("log", UnaryOp::Log, x, [](const Tensor& g, const Tensor& x) { return g / x; });
+}
+Tensor log1p(const Tensor& x) {
+  return unary_with_input("log1p", UnaryOp::Log1p, x, [](const Tensor& g, const Tensor& x) { return g / (x + 1.0); });
+}
+Tensor sqrt(const Tensor& x) {
+  return unary_with_output("sqrt", UnaryOp::Sqrt, x, [](const Tensor& g, const Tensor& y) { return g / (y * 2.0); });
+}
+Tensor rsqrt(const Tensor& x) {
+  return unary_with_output("rsqrt", UnaryOp::Rsqrt, x,
+                           [](const Tensor& g, const Tensor& y) { return g * (y * y * y) * -0.5; });
+}
+Tensor sin(const Tensor& x) {
+  return unary_with_input("sin", UnaryOp::Sin, x, [](const Tensor& g, const Tensor& x) { return g * cos(x); });
+}
+Tensor cos(const Tensor& x) {
+  return unary_with_input("cos", UnaryOp::Cos, x, [](const Tensor& g, const Tensor& x) { return -(g * sin(x)); });
+}
+Tensor tanh(const Tensor& x) {
+  return unary_with_output("tanh", UnaryOp::Tanh, x, [](const Tensor& g, const Tensor& y) {
+    return fused_backward(BinaryOp::TanhBackwardFromOutput, g, y, [&] { return g * (1.0 - y * y); });
+  });
+}
+Tensor sigmoid(const Tensor& x) {
+  return unary_with_output("sigmoid", UnaryOp::Sigmoid, x, [](const Tensor& g, const Tensor& y) {
+    return fused_backward(BinaryOp::SigmoidBackwardFromOutput, g, y, [&] { return g * y * (1.0 - y); });
+  });
+}
+Tensor relu(const Tensor& x0) {
+  Tensor x = amp::autocast_one("relu", x0);
+  Tensor y = launch::unary(UnaryOp::Relu, x);
+  if (needs_grad({x})) {
+    record("relu", {x}, y, [sy = SavedTensor(y, true)](const Tensor& g, auto&) {
+      Tensor y = sy.unpack();
+      return Grads{fused_backward(BinaryOp::ReluBackward, g, y, [&] { return g * (y > 0).to(g.dtype()); })};
+    });
+  }
+  return y;
+}
+Tensor gelu(const Tensor& x, const std::string& approximate) {
+  MT_CHECK(approximate == "none" || approximate == "tanh", "gelu",
+           "approximate must be 'none' or 'tanh', got '", approximate, "'");
+  if (approximate == "tanh") {
+    return unary_with_input("gelu", UnaryOp::GeluTanh, x, [](const Tensor& g, const Tensor& x) {
+      return fused_backward(BinaryOp::GeluTanhBackward, g, x, [&] {
+        const double k = 0.79788456080286535588, c = 0.044715;
+        Tensor th = tanh((x + x * x * x * c) * k);
+        Tensor dinner = (x * x * (3 * c) + 1.0) * k;
+        return g * ((th + 1.0) * 0.5 + x * 0.5 * (1.0 - th * th) * dinner);
+      });
+    });
+  }
+  return unary_with_input("gelu", UnaryOp::GeluErf, x, [](const Tensor& g, const Tensor& x) {
+    return fused_backward(BinaryOp::GeluErfBackward, g, x, [&] {
+      Tensor cdf = (erf(x * kInvSqrt2) + 1.0) * 0.5;
+      Tensor pdf = exp(x * x * -0.5) * kInvSqrt2Pi;
+      return g * (cdf + x * pdf);
+    });
+  });
+}
+Tensor silu(const Tensor& x) {
+  return unary_with_input("silu", UnaryOp::Silu, x, [](const Tensor& g, const Tensor& x) {
+    return fused_backward(BinaryOp::SiluBackward, g, x, [&] {
+      Tensor s = sigmoid(x);
+      return g * s * (x * (1.0 - s) + 1.0);
+    });
+  });
+}
+Tensor erf(const Tensor& x) {
+  return unary_with_input("erf", UnaryOp::Erf, x,
+                          [](const Tensor& g, const Tensor& x) { return g * exp(-(x * x)) * kTwoOverSqrtPi; });
+}
+Tensor reciprocal(const Tensor& x) {
+  return unary_with_output("reciprocal", UnaryOp::Reciprocal, x,
+                           [](const Tensor& g, const Tensor& y) { return -(g * y * y); });
+}
+Tensor square(const Tensor& x) {
+  Tensor y = launch::unary(UnaryOp::Square, x);
+  if (needs_grad({x}))
+    record("SquareBackward", {x}, y, [sx = SavedTensor(x)](const Tensor& g, auto&) { return Grads{g * sx.unpack() * 2.0}; });
+  return y;
+}
+
+Tensor pow(const Tensor& x0, const Scalar& e) {
+  Tensor x = amp::autocast_one("pow", x0);
+  double ed = e.to_double();
+  Tensor y = unary_float(UnaryOp::PowScalar, x, ed);
+  if (needs_grad({x})) {
+    record("PowBackward", {x}, y, [sx = SavedTensor(x), ed](const Tensor& g, auto&) {
+      if (ed == 0.0) return Grads{zeros_like(g)};
+      return Grads{g * pow(sx.unpack(), ed - 1.0) * ed};
+    });
+  }
+  return y;
+}
+
+Tensor pow(const Tensor& a0, const Tensor& b0) {
+  auto in = amp::autocast_many("pow", {a0, b0});
+  const Tensor &a = in[0], &b = in[1];
+  DType t = float_type(result_type(a, b));
+  Tensor y = launch::binary(BinaryOp::Pow, a, b, t, t);
+  if (needs_grad({a, b})) {
+    record("PowBackward", {a, b}, y,
+           [sa = SavedTensor(a), sb = SavedTensor(b), sy = SavedTensor(y, true)](const Tensor& g, auto& need) {
+             Tensor a = sa.unpack(), b = sb.unpack();
+             Tensor ga, gb;
+             if (need[0]) ga = grad_for(g * b * pow(a, b - 1.0), a);
+             if (need[1]) {
+               // d/db a^b = a^b log a, taken as 0 where a == 0 (as PyTorch does).
+               Tensor ya = sy.unpack();
+               gb = grad_for(where(a == 0.0, zeros_like(ya), g * ya * log(a)), b);
+             }
+             return Grads{ga, gb};
+           });
+  }
+  return y;
+}
+
+Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
+  MT_CHECK(lo || hi, "clamp", "at least one of min and max must be given");
+  double l = lo ? lo->to_double() : -INFINITY, h = hi ? hi->to_double() : INFINITY;
+  Tensor y = launch::unary(UnaryOp::Clamp, x, l, h);
+  if (needs_grad({x})) {
+    record("ClampBackward", {x}, y, [sx = SavedTensor(x), l, h](const Tensor& g, auto&) {
+      Tensor x = sx.unpack();
+      return Grads{g * logical_and(x >= l, x <= h).to(g.dtype())};
+    });
+  }
+  return y;
+}
+
+Tensor isfinite(const Tensor& x) {
+  if (!is_floating(x.dtype())) return ones(x.sizes(), {.dtype = DType::Bool, .device = x.device()});
+  return launch::unary_to(UnaryOp::IsFinite, x, DType::Bool);
+}
+Tensor logical_not(const Tensor& x) { return launch::unary_to(UnaryOp::LogicalNot, x, DType::Bool); }
+
+// ---------------------------------------------------------------- binary
+
+Tensor wrap_scalar(const Scalar& s, const Tensor& like) {
+  DType t = promote_with_scalar(like.dtype(), s.is_floating());
+  if (s.is_floating() && !is_floating(like.dtype())) t = DType::Float32;
+  else if (!s.is_floating()) t = like.dtype() == DType::Bool ? DType::Int64 : like.dtype();
+  else t = like.dtype();
+  return full({}, s.is_floating() ? Scalar(s.to_double()) : Scalar(s.to_int()), {.dtype = t, .device = like.device()});
+}
+
+namespace {
+Tensor arith(const char* name, BinaryOp op, const Tensor& a, const Tensor& b) {
+  MT_CHECK(a.defined() && b.defined(), name, "undefined tensor");
+  launch::check_same_device(name, {a, b});
+  DType t = result_type(a, b);
+  if (op == BinaryOp::Div) t = float_type(t);  // true division
+  broadcast_shapes(a.sizes(), b.sizes(), name);
+  return launch::binary(op, a, b, t, t);
+}
+Tensor compare(const char* name, BinaryOp op, const Tensor& a, const Tensor& b) {
+  launch::check_same_device(name, {a, b});
+  broadcast_shapes(a.sizes(), b.sizes(), name);
+  return launch::binary(op, a, b, result_type(a, b), DType::Bool);
+}
+}  // namespace
+
+Tensor add(const Tensor& a0, const Tensor& b0, const Scalar& alpha) {
+  auto in = amp::autocast_many("add", {a0, b0});
+  const Tensor &a = in[0], &b = in[1];
+  Tensor bs = alpha.to_double() == 1.0 ? b : b * alpha;
+  Tensor y = arith("add", BinaryOp::Add, a, bs);
+  if (needs_grad({a, bs})) {
+    record("AddBackward", {a, bs}, y, [sa = a.sizes(), ta = a.dtype(), sb = bs.sizes(), tb = bs.dtype()](
+                                          const Tensor& g, auto& need) {
+      auto back = [&](const Shape& s, DType t) {
+        Tensor r = g.sizes() == s ? g : sum_to(g, s);
+        return r.dtype() == t ? r : r.to(t);
+      };
+      return Grads{need[0] ? back(sa, ta) : Tensor(), need[1] ? back(sb, tb) : Tensor()};
+    });
+  }
+  return y;
+}
+
+Tensor sub(const Tensor& a0, const Tensor& b0, const Scalar& alpha) {
+  MT_CHECK(a0.dtype() != DType::Bool || b0.dtype() != DType::Bool, "sub", "subtraction of bool tensors is not supported");
+  return add(a0, -(alpha.to_double() == 1.0 ? b0 : b0 * alpha));
+}
+
+Tensor mul(const Tensor& a0, const Tensor& b0) {
+  auto in = amp::autocast_many("mul", {a0, b0});
+  const Tensor &a = in[0], &b = in[1];
+  Tensor y = arith("mul", BinaryOp::Mul, a, b);
+  if (needs_grad({a, b})) {
+    record("MulBackward", {a, b}, y, [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g, auto& need) {
+      Tensor a = sa.unpack(), b = sb.unpack();
+      return Grads{need[0] ? grad_for(g * b, a) : Tensor(), need[1] ? grad_for(g * a, b) : Tensor()};
+    });
+  }
+  return y;
+}
+
+Tensor div(const Tensor& a0, const Tensor& b0) {
+  auto in = amp::autocast_many("div", {a0, b0});
+  const Tensor &a = in[0], &b = in[1];
+  Tensor y = arith("div", BinaryOp::Div, a, b);
+  if (needs_grad({a, b})) {
+    record("DivBackward", {a, b}, y, [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g, auto& need) {
+      Tensor a = sa.unpack(), b = sb.unpack();
+      return Grads{need[0] ? grad_for(g / b, a) : Tensor(), need[1] ? grad_for(-(g * a) / (b * b), b) : Tensor()};
+    });
+  }
+  return y;
+}
+
+namespace {
+// maximum/minimum: the gradient goes to the selected input, split evenly on ties.
+Tensor extremum(const char* name, BinaryOp op, const Tensor& a, const Tensor& b) {
+  Tensor y = arith(name, op, a, b);
+  if (needs_grad({a, b})) {
+    bool is_max = op == BinaryOp::Maximum;
+    record(name, {a, b}, y, [sa = SavedTensor(a), sb = SavedTensor(b), is_max](const Tensor& g, auto& need) {
+      Tensor a = sa.unpack(), b = sb.unpack();
+      Tensor wins = (is_max ? a > b : a < b).to(g.dtype());
+      Tensor ties = (a == b).to(g.dtype()) * 0.5;
+      Tensor wa = wins + ties;
+      return Grads{need[0] ? grad_for(g * wa, a) : Tensor(), need[1] ? grad_for(g * (1.0 - wa), b) : Tensor()};
+    });
+  }
+  return y;
+}
+}  // namespace
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return extremum("maximum", BinaryOp::Maximum, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return extremum("minimum", BinaryOp::Minimum, a, b); }
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", BinaryOp::Eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", BinaryOp::Ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", BinaryOp::Lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare("le", BinaryOp::Le, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", BinaryOp::Gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", BinaryOp::Ge, a, b); }
+Tensor logical_and(const Tensor& a, const Tensor& b) { return compare("logical_and", BinaryOp::LogicalAnd, a, b); }
+Tensor logical_or(const Tensor& a, const Tensor& b) { return compare("logical_or", BinaryOp::LogicalOr, a, b); }
+
+Tensor where(const Tensor& cond, const Tensor& a0, const Tensor& b0) {
+  MT_CHECK(cond.dtype() == DType::Bool, "where", "condition must be a bool tensor, got ", dtype_name(cond.dtype()));
+  launch::check_same_device("where", {cond, a0, b0});
+  auto in = amp::autocast_many("where", {a0, b0});
+  DType t = result_type(in[0], in[1]);
+  Tensor a = in[0].dtype() == t ? in[0] : in[0].to(t);
+  Tensor b = in[1].dtype() == t ? in[1] : in[1].to(t);
+  Shape shape = broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");
+  Tensor y = make_tensor(shape, t, a.device());
+  backend_for(a.device()).where(cond, a, b, y);
+  if (needs_grad({a, b})) {
+    record("WhereBackward", {a, b}, y, [c = cond, sa = a.sizes(), sb = b.sizes(), t](const Tensor& g, auto& need) {
+      Tensor z = zeros({}, {.dtype = g.dtype(), .device = g.device()});
+      Tensor ga = need[0] ? sum_to(where(c, g, z), sa) : Tensor();
+      Tensor gb = need[1] ? sum_to(where(c, z, g), sb) : Tensor();
+      (void)t;
+      return Grads{ga, gb};
+    });
+  }
+  return y;
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
+  MT_CHECK(mask.dtype() == DType::Bool, "masked_fill", "mask must be a bool tensor, got ", dtype_name(mask.dtype()));
+  Tensor v = full({}, value, {.dtype = x.dtype(), .device = x.device()});
+  Tensor y = where(mask, v, x);
+  MT_CHECK(y.sizes() == x.sizes(), "masked_fill", "mask of shape ", mask.shape_str(),
+           " does not broadcast to the input shape ", x.shape_str());
+  return y;
+}
+
+Tensor operator-(const Tensor& x) { return neg(x); }
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, const Scalar& b) { return add(a, wrap_scalar(b, a)); }
+Tensor operator-(const Tensor& a, const Scalar& b) { return add(a, wrap_scalar(b.is_floating() ? Scalar(-b.to_double()) : Scalar(-b.to_int()), a)); }
+Tensor operator*(const Tensor& a, const Scalar& b) { return mul(a, wrap_scalar(b, a)); }
+Tensor operator/(const Tensor& a, const Scalar& b) { return div(a, wrap_scalar(b, a)); }
+Tensor operator+(const Scalar& a, const Tensor& b) { return add(wrap_scalar(a, b), b); }
+Tensor operator-(const Scalar& a, const Tensor& b) { return sub(wrap_scalar(a, b), b); }
+Tensor operator*(const Scalar& a, const Tensor& b) { return mul(wrap_scalar(a, b), b); }
+Tensor operator/(const Scalar& a, const Tensor& b) { return div(wrap_scalar(a, b), b); }
+Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+Tensor operator==(const Tensor& a, const Scalar& b) { return eq(a, wrap_scalar(b, a)); }
+Tensor operator!=(const Tensor& a, const Scalar& b) { return ne(a, wrap_scalar(b, a)); }
+Tensor operator<(const Tensor& a, const Scalar& b) { return lt(a, wrap_scalar(b, a)); }
+Tensor operator<=(const Tensor& a, const Scalar& b) { return le(a, wrap_scalar(b, a)); }
+Tensor operator>(const Tensor& a, const Scalar& b) { return gt(a, wrap_scalar(b, a)); }
+Tensor operator>=(const Tensor& a, const Scalar& b) { return ge(a, wrap_scalar(b, a)); }
+
+}  // namespace mantissa

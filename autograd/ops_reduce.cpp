@@ -1,0 +1,214 @@
+// Reductions, softmax and log_softmax, with their backward formulas.
+#include <cmath>
+
+#include "autograd/autocast.h"
+#include "autograd/op_helpers.h"
+
+namespace mantissa {
+
+using namespace detail;
+
+namespace {
+
+// Re-inserts reduced dims (as size 1) so a reduced gradient broadcasts against the input.
+Tensor unsqueeze_reduced(const Tensor& g, const std::vector<int64_t>& dims, bool keepdim) {
+  if (keepdim) return g;
+  Tensor r = g;
+  for (int64_t d : dims) r = r.unsqueeze(d);  // dims are sorted ascending
+  return r;
+}
+
+int64_t count_of(const Shape& sizes, const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= sizes[d];
+  return n;
+}
+
+// Puts a [kept..., n] row-major result back into the layout of x (dim moved back).
+Tensor restore_dim(const Tensor& rows, const Tensor& x, int64_t dim) {
+  Shape moved = x.sizes();
+  moved.erase(moved.begin() + dim);
+  moved.push_back(x.size(dim));
+  Tensor r = make_view(rows, moved, contiguous_strides(moved), rows.offset());
+  if (dim == x.dim() - 1) return r;
+  Shape perm;
+  for (int64_t d = 0; d < x.dim(); ++d) perm.push_back(d < dim ? d : (d == dim ? x.dim() - 1 : d - 1));
+  Shape sizes, strides;
+  for (int64_t p : perm) {
+    sizes.push_back(r.size(p));
+    strides.push_back(r.stride(p));
+  }
+  return launch::contiguous(make_view(r, sizes, strides, r.offset()));
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x0, const Shape& dims_in, bool keepdim) {
+  Tensor x = amp::autocast_one("sum", x0);
+  auto dims = reduction_dims(dims_in, x.dim(), "sum");
+  DType out_t = is_floating(x.dtype()) ? x.dtype() : DType::Int64;
+  Tensor y = launch::reduce(ReduceOp::Sum, x, dims, keepdim, out_t);
+  if (needs_grad({x})) {
+    record("SumBackward", {x}, y, [shape = x.sizes(), dims, keepdim](const Tensor& g, auto&) {
+      return Grads{unsqueeze_reduced(g, dims, keepdim).expand(shape)};
+    });
+  }
+  return y;
+}
+
+Tensor mean(const Tensor& x0, const Shape& dims_in, bool keepdim) {
+  Tensor x = amp::autocast_one("mean", x0);
+  MT_CHECK(is_floating(x.dtype()), "mean", "expected a floating-point input, got ", dtype_name(x.dtype()),
+           " (convert with .to(mt::kFloat32))");
+  auto dims = reduction_dims(dims_in, x.dim(), "mean");
+  return sum(x, Shape(dims.begin(), dims.end()), keepdim) / double(count_of(x.sizes(), dims));
+}
+
+Tensor prod(const Tensor& x, int64_t dim_in, bool keepdim) {
+  int64_t dim = wrap_dim(dim_in, x.dim(), "prod");
+  Tensor y = launch::reduce(ReduceOp::Prod, x, {dim}, keepdim, x.dtype());
+  if (needs_grad({x})) {
+    record("ProdBackward", {x}, y,
+           [sx = SavedTensor(x), sy = SavedTensor(y, true), dim, keepdim](const Tensor& g, auto&) {
+             // d prod / d x_i = prod / x_i (inputs are assumed nonzero).
+             Tensor x = sx.unpack();
+             Tensor yk = unsqueeze_reduced(sy.unpack(), {dim}, keepdim);
+             return Grads{unsqueeze_reduced(g, {dim}, keepdim) * yk / x};
+           });
+  }
+  return y;
+}
+
+namespace {
+Tensor extreme_all(const char* name, ReduceOp op, const Tensor& x, const Shape& dims_in, bool keepdim) {
+  auto dims = reduction_dims(dims_in, x.dim(), name);
+  Tensor y = launch::reduce(op, x, dims, keepdim, x.dtype());
+  if (needs_grad({x})) {
+    record(name, {x}, y, [sx = SavedTensor(x), sy = SavedTensor(y, true), dims, keepdim](const Tensor& g, auto&) {
+      // Evenly split between all elements equal to the extreme (as torch.amax).
+      Tensor x = sx.unpack();
+      Tensor mask = (x == unsqueeze_reduced(sy.unpack(), dims, keepdim)).to(g.dtype());
+      Tensor count = sum(mask, Shape(dims.begin(), dims.end()), true);
+      return Grads{unsqueeze_reduced(g, dims, keepdim) * mask / count};
+    });
+  }
+  return y;
+}
+
+ValuesIndices extreme_dim(const char* name, bool is_max, const Tensor& x, int64_t dim_in, bool keepdim) {
+  int64_t dim = wrap_dim(dim_in, x.dim(), name);
+  Tensor idx = launch::reduce(is_max ? ReduceOp::ArgMax : ReduceOp::ArgMin, x, {dim}, true, DType::Int64);
+  Tensor vals = gather(x, dim, idx);  // differentiable: backward scatters into the winners
+  if (!keepdim && x.dim() > 0) {
+    vals = vals.squeeze(dim);
+    idx = idx.squeeze(dim);
+  }
+  return {vals, idx};
+}
+}  // namespace
+
+Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) { return extreme_all("amax", ReduceOp::Max, x, dims, keepdim); }
+Tensor amin(const Tensor& x, const Shape& dims, bool keepdim) { return extreme_all("amin", ReduceOp::Min, x, dims, keepdim); }
+Tensor max(const Tensor& x) { return amax(x); }
+Tensor min(const Tensor& x) { return amin(x); }
+ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim) { return extreme_dim("max", true, x, dim, keepdim); }
+ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim) { return extreme_dim("min", false, x, dim, keepdim); }
+
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
+  return launch::reduce(ReduceOp::ArgMax, x, {wrap_dim(dim, x.dim(), "argmax")}, keepdim, DType::Int64);
+}
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
+  return launch::reduce(ReduceOp::ArgMin, x, {wrap_dim(dim, x.dim(), "argmin")}, keepdim, DType::Int64);
+}
+
+Tensor var(const Tensor& x0, const Shape& dims_in, int64_t correction, bool keepdim) {
+  Tensor x = amp::autocast_one("var", x0);
+  MT_CHECK(is_floating(x.dtype()), "var", "expected a floating-point input, got ", dtype_name(x.dtype()));
+  auto dims = reduction_dims(dims_in, x.dim(), "var");
+  Shape kept;
+  Tensor rows = launch::move_dims_last(x, dims, kept);
+  Shape out_shape = launch::reduced_shape(x.sizes(), dims, keepdim);
+  Tensor v = make_tensor(out_shape, x.dtype(), x.device());
+  Tensor m = make_tensor(out_shape, x.dtype(), x.device());
+  backend_for(x.device()).var_mean(rows, v, m, correction);
+  if (needs_grad({x})) {
+    int64_t dof = count_of(x.sizes(), dims) - correction;
+    record("VarBackward", {x}, v, [sx = SavedTensor(x), dims, keepdim, dof](const Tensor& g, auto&) {
+      Tensor x = sx.unpack();
+      Tensor centered = x - mean(x, Shape(dims.begin(), dims.end()), true);
+      return Grads{unsqueeze_reduced(g, dims, keepdim) * centered * (2.0 / double(dof))};
+    });
+  }
+  return v;
+}
+
+Tensor std(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
+  return sqrt(var(x, dims, correction, keepdim));
+}
+
+Tensor logsumexp(const Tensor& x0, const Shape& dims_in, bool keepdim) {
+  Tensor x = amp::autocast_one("logsumexp", x0);
+  auto dims = reduction_dims(dims_in, x.dim(), "logsumexp");
+  Shape d(dims.begin(), dims.end());
+  Tensor m = amax(x.detach(), d, true);
+  m = where(isfinite(m), m, zeros_like(m));  // all -inf rows: avoid inf - inf
+  Tensor y = log(sum(exp(x - m), d, true)) + m;
+  return keepdim ? y : y.reshape(launch::reduced_shape(x.sizes(), dims, false));
+}
+
+namespace {
+Tensor softmax_impl(const char* name, const Tensor& x0, int64_t dim_in, bool log) {
+  Tensor x = amp::autocast_one(name, x0);
+  MT_CHECK(is_floating(x.dtype()), name, "expected a floating-point input, got ", dtype_name(x.dtype()));
+  int64_t dim = wrap_dim(dim_in, x.dim(), name);
+  if (x.dim() == 0) x = x.reshape({1});
+  Shape kept;
+  Tensor rows = launch::move_dims_last(x, {dim}, kept);
+  Tensor out = make_tensor(rows.sizes(), x.dtype(), x.device());
+  backend_for(x.device()).softmax(rows, out, log);
+  Tensor y = restore_dim(out, x, dim);
+  if (x0.dim() == 0) y = y.reshape({});
+  if (needs_grad({x})) {
+    record(name, {x}, y, [sy = SavedTensor(y, true), dim, log](const Tensor& g, auto&) {
+      Tensor y = sy.unpack();
+      if (log) return Grads{g - exp(y) * sum(g, {dim}, true)};
+      return Grads{y * (g - sum(g * y, {dim}, true))};
+    });
+  }
+  return y;
+}
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl("softmax", x, dim, false); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl("log_softmax", x, dim, true); }
+
+Tensor sum_to(const Tensor& x, const Shape& shape) {
+  if (x.sizes() == shape) return x;
+  const int64_t lead = x.dim() - int64_t(shape.size());
+  MT_CHECK(lead >= 0, "sum_to", "cannot sum ", x.shape_str(), " to the larger shape ", shape_str(shape));
+  Shape dims;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (d < lead || (shape[d - lead] == 1 && x.size(d) != 1)) dims.push_back(d);
+  Tensor r = dims.empty() ? x : sum(x, dims, true);
+  return r.reshape(shape);
+}
+
+// ---------------------------------------------------------------- Tensor method sugar
+
+Tensor Tensor::sum() const { return mantissa::sum(*this); }
+Tensor Tensor::sum(const Shape& dims, bool keepdim) const { return mantissa::sum(*this, dims, keepdim); }
+Tensor Tensor::mean() const { return mantissa::mean(*this); }
+Tensor Tensor::mean(const Shape& dims, bool keepdim) const { return mantissa::mean(*this, dims, keepdim); }
+Tensor Tensor::max() const { return mantissa::max(*this); }
+Tensor Tensor::min() const { return mantissa::min(*this); }
+Tensor Tensor::argmax(int64_t dim, bool keepdim) const { return mantissa::argmax(*this, dim, keepdim); }
+Tensor Tensor::matmul(const Tensor& o) const { return mantissa::matmul(*this, o); }
+Tensor Tensor::pow(const Scalar& e) const { return mantissa::pow(*this, e); }
+Tensor Tensor::exp() const { return mantissa::exp(*this); }
+Tensor Tensor::log() const { return mantissa::log(*this); }
+Tensor Tensor::abs() const { return mantissa::abs(*this); }
+Tensor Tensor::sqrt() const { return mantissa::sqrt(*this); }
+Tensor Tensor::neg() const { return mantissa::neg(*this); }
+Tensor Tensor::relu() const { return mantissa::relu(*this); }
+
+}  // namespace mantissa

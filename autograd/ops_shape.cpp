@@ -1,0 +1,494 @@
+// Views, copies, casts, concatenation and indexing, with their backward formulas.
+// View ops return real views (shared storage); their backward writes the gradient
+// into the matching window of a zero tensor (view_scatter), which is differentiable.
+#include <algorithm>
+
+#include "autograd/autocast.h"
+#include "autograd/op_helpers.h"
+
+namespace mantissa {
+
+using namespace detail;
+
+namespace {
+
+// A view of x with new geometry. `canon_*` describe the same window relative to a
+// contiguous tensor of x's shape, which is what the backward writes into.
+Tensor window_view(const char* name, const Tensor& x, const Shape& sizes, const Shape& strides, int64_t offset,
+                   const Shape& canon_strides, int64_t canon_offset) {
+  Tensor y = make_view(x, sizes, strides, offset);
+  if (needs_grad({x})) {
+    autograd::meta(y).is_view = true;
+    record(name, {x}, y, [shape = x.sizes(), sizes, canon_strides, canon_offset](const Tensor& g, auto&) {
+      return Grads{view_scatter(g, shape, sizes, canon_strides, canon_offset)};
+    });
+  }
+  return y;
+}
+
+// A view of x with the same elements in another shape; backward reshapes back.
+Tensor reshaped_view(const char* name, const Tensor& x, const Shape& sizes, const Shape& strides) {
+  Tensor y = make_view(x, sizes, strides, x.offset());
+  if (needs_grad({x})) {
+    autograd::meta(y).is_view = true;
+    record(name, {x}, y, [shape = x.sizes()](const Tensor& g, auto&) { return Grads{g.reshape(shape)}; });
+  }
+  return y;
+}
+
+// Resolves a single -1 in `shape` against numel.
+Shape infer_shape(const Shape& shape, int64_t numel, const char* op, const Tensor& x) {
+  Shape out = shape;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == -1) {
+      MT_CHECK(infer < 0, op, "only one dimension can be inferred in ", shape_str(shape));
+      infer = int64_t(i);
+    } else {
+      MT_CHECK(out[i] >= 0, op, "invalid shape ", shape_str(shape));
+      known *= out[i];
+    }
+  }
+  if (infer >= 0) {
+    MT_CHECK(known != 0 && numel % known == 0, op, "shape ", shape_str(shape), " is invalid for input of size ",
+             numel, " (shape ", x.shape_str(), ")");
+    out[size_t(infer)] = numel / known;
+  }
+  MT_CHECK(shape_numel(out) == numel, op, "shape ", shape_str(shape), " is invalid for input of size ", numel,
+           " (shape ", x.shape_str(), ")");
+  return out;
+}
+
+// Strides for viewing x as `shape` without copying, if possible (torch's computeStride).
+bool view_strides(const Tensor& x, const Shape& shape, Shape& out) {
+  if (x.is_contiguous()) {
+    out = contiguous_strides(shape);
+    return true;
+  }
+  const Shape& os = x.sizes();
+  const Shape& ost = x.strides();
+  out.assign(shape.size(), 0);
+  if (x.numel() == 0) {
+    out = contiguous_strides(shape);
+    return true;
+  }
+  int64_t view_d = int64_t(shape.size()) - 1;
+  int64_t chunk_base_stride = ost.empty() ? 1 : ost.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t d = int64_t(os.size()) - 1; d >= 0; --d) {
+    tensor_numel *= os[d];
+    if (d == 0 || (os[d - 1] != 1 && ost[d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+        out[view_d] = view_numel * chunk_base_stride;
+        view_numel *= shape[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return false;
+      if (d > 0) {
+        chunk_base_stride = ost[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  return view_d == -1;
+}
+
+}  // namespace
+
+Tensor view_scatter(const Tensor& g, const Shape& shape, const Shape& sizes, const Shape& strides, int64_t offset) {
+  Tensor out = zeros(shape, {.dtype = g.dtype(), .device = g.device()});
+  Tensor win = make_view(out, sizes, strides, offset);
+  backend_for(g.device()).copy(g, win);
+  if (needs_grad({g})) {
+    record("ViewScatterBackward", {g}, out, [sizes, strides, offset](const Tensor& gg, auto&) {
+      Tensor c = gg.contiguous();
+      return Grads{make_view(c, sizes, strides, c.offset() + offset).contiguous()};
+    });
+  }
+  return out;
+}
+
+Tensor Tensor::view(const Shape& shape_in) const {
+  Shape shape = infer_shape(shape_in, numel(), "view", *this);
+  Shape st;
+  MT_CHECK(view_strides(*this, shape, st), "view", "view shape ", mantissa::shape_str(shape), " is not compatible with the size ",
+           this->shape_str(), " and strides ", mantissa::shape_str(strides()), " of the input; use reshape");
+  return reshaped_view("ViewBackward", *this, shape, st);
+}
+
+Tensor Tensor::reshape(const Shape& shape_in) const {
+  Shape shape = infer_shape(shape_in, numel(), "reshape", *this);
+  Shape st;
+  if (view_strides(*this, shape, st)) return reshaped_view("ReshapeBackward", *this, shape, st);
+  return contiguous().view(shape);
+}
+
+Tensor Tensor::flatten(int64_t start, int64_t end) const {
+  if (dim() == 0) return reshape({1});
+  start = wrap_dim(start, dim(), "flatten");
+  end = wrap_dim(end, dim(), "flatten");
+  MT_CHECK(start <= end, "flatten", "start_dim ", start, " is after end_dim ", end);
+  Shape s(sizes().begin(), sizes().begin() + start);
+  int64_t n = 1;
+  for (int64_t d = start; d <= end; ++d) n *= size(d);
+  s.push_back(n);
+  s.insert(s.end(), sizes().begin() + end + 1, sizes().end());
+  return reshape(s);
+}
+
+Tensor Tensor::permute(const Shape& dims) const {
+  MT_CHECK(int64_t(dims.size()) == dim(), "permute", "expected ", dim(), " dims for a tensor of shape ", shape_str(),
+           ", got ", mantissa::shape_str(dims));
+  Shape sz, st, inverse(dims.size());
+  std::vector<bool> used(dims.size(), false);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = wrap_dim(dims[i], dim(), "permute");
+    MT_CHECK(!used[d], "permute", "dimension ", d, " repeated in ", mantissa::shape_str(dims));
+    used[d] = true;
+    sz.push_back(size(d));
+    st.push_back(stride(d));
+    inverse[d] = int64_t(i);
+  }
+  Tensor y = make_view(*this, sz, st, offset());
+  if (needs_grad({*this})) {
+    autograd::meta(y).is_view = true;
+    record("PermuteBackward", {*this}, y, [inverse](const Tensor& g, auto&) { return Grads{g.permute(inverse)}; });
+  }
+  return y;
+}
+
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  if (dim() == 0) return *this;
+  Shape p(dim());
+  for (int64_t i = 0; i < dim(); ++i) p[i] = i;
+  std::swap(p[wrap_dim(d0, dim(), "transpose")], p[wrap_dim(d1, dim(), "transpose")]);
+  return permute(p);
+}
+
+Tensor Tensor::t() const {
+  MT_CHECK(dim() <= 2, "t", "expects a tensor with <= 2 dimensions, got shape ", shape_str());
+  return dim() < 2 ? *this : transpose(0, 1);
+}
+
+Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+  d = wrap_dim(d, dim(), "slice");
+  MT_CHECK(step > 0, "slice", "step must be positive, got ", step);
+  int64_t n = size(d);
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  start = std::clamp<int64_t>(start, 0, n);
+  end = std::clamp<int64_t>(end, start, n);
+  Shape sz = sizes(), st = strides(), cst = contiguous_strides(sizes());
+  sz[d] = (end - start + step - 1) / step;
+  st[d] *= step;
+  int64_t canon_off = start * cst[d];
+  cst[d] *= step;
+  return window_view("SliceBackward", *this, sz, st, offset() + start * stride(d), cst, canon_off);
+}
+
+Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  d = wrap_dim(d, dim(), "narrow");
+  int64_t n = size(d);
+  if (start < 0) start += n;
+  MT_CHECK(start >= 0 && length >= 0 && start + length <= n, "narrow", "start ", start, " + length ", length,
+           " exceeds dimension ", d, " of size ", n, " (shape ", shape_str(), ")");
+  return slice(d, start, start + length);
+}
+
+Tensor Tensor::select(int64_t d, int64_t index) const {
+  d = wrap_dim(d, dim(), "select");
+  int64_t n = size(d);
+  MT_CHECK(index >= -n && index < n, "select", "index ", index, " is out of range for dimension ", d, " of size ", n,
+           " (shape ", shape_str(), ")");
+  if (index < 0) index += n;
+  Shape sz = sizes(), st = strides(), cst = contiguous_strides(sizes());
+  int64_t canon_off = index * cst[d];
+  sz.erase(sz.begin() + d);
+  st.erase(st.begin() + d);
+  cst.erase(cst.begin() + d);
+  return window_view("SelectBackward", *this, sz, st, offset() + index * stride(d), cst, canon_off);
+}
+
+Tensor Tensor::expand(const Shape& shape) const {
+  MT_CHECK(int64_t(shape.size()) >= dim(), "expand", "cannot expand shape ", shape_str(), " to ",
+           mantissa::shape_str(shape), " with fewer dimensions");
+  size_t lead = shape.size() - size_t(dim());
+  Shape sz(shape.size()), st(shape.size(), 0);
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i < lead) {
+      MT_CHECK(shape[i] >= 0, "expand", "invalid target shape ", mantissa::shape_str(shape));
+      sz[i] = shape[i];
+      continue;
+    }
+    int64_t cur = size(int64_t(i - lead));
+    int64_t want = shape[i] == -1 ? cur : shape[i];
+    MT_CHECK(cur == want || cur == 1, "expand", "cannot expand shape ", shape_str(), " to ",
+             mantissa::shape_str(shape), " (dimension ", i, ": ", cur, " vs ", want, ")");
+    sz[i] = want;
+    st[i] = cur == want ? stride(int64_t(i - lead)) : 0;
+  }
+  if (sz == sizes()) return *this;
+  Tensor y = make_view(*this, sz, st, offset());
+  if (needs_grad({*this})) {
+    autograd::meta(y).is_view = true;
+    record("ExpandBackward", {*this}, y, [shape = sizes()](const Tensor& g, auto&) { return Grads{sum_to(g, shape)}; });
+  }
+  return y;
+}
+
+Tensor Tensor::squeeze() const {
+  Shape sz, st;
+  for (int64_t d = 0; d < dim(); ++d)
+    if (size(d) != 1) {
+      sz.push_back(size(d));
+      st.push_back(stride(d));
+    }
+  return reshaped_view("SqueezeBackward", *this, sz, st);
+}
+
+Tensor Tensor::squeeze(int64_t d) const {
+  if (dim() == 0) return *this;
+  d = wrap_dim(d, dim(), "squeeze");
+  if (size(d) != 1) return *this;
+  Shape sz = sizes(), st = strides();
+  sz.erase(sz.begin() + d);
+  st.erase(st.begin() + d);
+  return reshaped_view("SqueezeBackward", *this, sz, st);
+}
+
+Tensor Tensor::unsqueeze(int64_t d) const {
+  d = wrap_dim(d, dim() + 1, "unsqueeze");
+  Shape sz = sizes(), st = strides();
+  int64_t s = d < dim() ? size(d) * stride(d) : 1;
+  sz.insert(sz.begin() + d, 1);
+  st.insert(st.begin() + d, s);
+  return reshaped_view("UnsqueezeBackward", *this, sz, st);
+}
+
+Tensor Tensor::clone() const {
+  Tensor y = make_tensor(sizes(), dtype(), device());
+  backend_for(device()).copy(*this, y);
+  if (needs_grad({*this})) record("CloneBackward", {*this}, y, [](const Tensor& g, auto&) { return Grads{g}; });
+  return y;
+}
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+
+Tensor Tensor::to(DType t) const {
+  if (t == dtype()) return *this;
+  Tensor y = launch::cast(*this, t);
+  if (is_floating(t) && needs_grad({*this})) {
+    record("ToCopyBackward", {*this}, y, [from = dtype()](const Tensor& g, auto&) { return Grads{g.to(from)}; });
+  }
+  return y;
+}
+
+Tensor Tensor::to(Device d) const {
+  if (d == device()) return *this;
+  Tensor y = launch::to_device(*this, d);
+  if (needs_grad({*this}))
+    record("ToDeviceBackward", {*this}, y, [from = device()](const Tensor& g, auto&) { return Grads{g.to(from)}; });
+  return y;
+}
+
+Tensor Tensor::detach() const { return make_view(*this, sizes(), strides(), offset()); }
+
+// ---------------------------------------------------------------- joining and splitting
+
+Tensor cat(const std::vector<Tensor>& ts0, int64_t dim_in) {
+  MT_CHECK(!ts0.empty(), "cat", "expected a non-empty list of tensors");
+  std::vector<Tensor> ts = amp::autocast_many("cat", ts0);
+  const Tensor& ref = ts[0];
+  MT_CHECK(ref.dim() > 0, "cat", "zero-dimensional tensors cannot be concatenated");
+  int64_t dim = wrap_dim(dim_in, ref.dim(), "cat");
+  DType t = ref.dtype();
+  Shape shape = ref.sizes();
+  shape[dim] = 0;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const Tensor& x = ts[i];
+    launch::check_same_device("cat", {ref, x});
+    MT_CHECK(x.dim() == ref.dim(), "cat", "tensor ", i, " has ", x.dim(), " dims but tensor 0 has ", ref.dim(),
+             " (shapes ", x.shape_str(), " and ", ref.shape_str(), ")");
+    for (int64_t d = 0; d < ref.dim(); ++d)
+      MT_CHECK(d == dim || x.size(d) == ref.size(d), "cat", "sizes of tensors must match except in dimension ", dim,
+               ": tensor 0 has shape ", ref.shape_str(), ", tensor ", i, " has shape ", x.shape_str());
+    shape[dim] += x.size(dim);
+    t = promote_types(t, x.dtype());
+  }
+  Tensor y = make_tensor(shape, t, ref.device());
+  int64_t off = 0;
+  std::vector<int64_t> sizes;
+  for (const Tensor& x : ts) {
+    Tensor win = make_view(y, x.sizes(), y.strides(), off * y.stride(dim));
+    backend_for(y.device()).copy(x, win);
+    off += x.size(dim);
+    sizes.push_back(x.size(dim));
+  }
+  if (needs_grad(ts)) {
+    std::vector<DType> dtypes;
+    for (auto& x : ts) dtypes.push_back(x.dtype());
+    record("CatBackward", ts, y, [sizes, dim, dtypes](const Tensor& g, auto& need) {
+      Grads out;
+      int64_t o = 0;
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        out.push_back(need[i] ? g.narrow(dim, o, sizes[i]).to(dtypes[i]) : Tensor());
+        o += sizes[i];
+      }
+      return out;
+    });
+  }
+  return y;
+}
+
+Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
+  MT_CHECK(!ts.empty(), "stack", "expected a non-empty list of tensors");
+  dim = wrap_dim(dim, ts[0].dim() + 1, "stack");
+  std::vector<Tensor> us;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    MT_CHECK(ts[i].sizes() == ts[0].sizes(), "stack", "expects each tensor to be equal size, but got ",
+             ts[0].shape_str(), " at entry 0 and ", ts[i].shape_str(), " at entry ", i);
+    us.push_back(ts[i].unsqueeze(dim));
+  }
+  return cat(us, dim);
+}
+
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
+  dim = wrap_dim(dim, x.dim(), "split");
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    MT_CHECK(s >= 0, "split", "split sizes must be non-negative, got ", s);
+    total += s;
+  }
+  MT_CHECK(total == x.size(dim), "split", "split sizes sum to ", total, " but dimension ", dim, " has size ",
+           x.size(dim), " (shape ", x.shape_str(), ")");
+  std::vector<Tensor> out;
+  int64_t o = 0;
+  for (int64_t s : sizes) {
+    out.push_back(x.narrow(dim, o, s));
+    o += s;
+  }
+  return out;
+}
+
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
+  MT_CHECK(split_size > 0, "split", "split_size must be positive, got ", split_size);
+  dim = wrap_dim(dim, x.dim(), "split");
+  std::vector<int64_t> sizes;
+  for (int64_t o = 0; o < x.size(dim); o += split_size) sizes.push_back(std::min(split_size, x.size(dim) - o));
+  if (sizes.empty()) sizes.push_back(0);
+  return split(x, sizes, dim);
+}
+
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  MT_CHECK(chunks > 0, "chunk", "number of chunks must be positive, got ", chunks);
+  dim = wrap_dim(dim, x.dim(), "chunk");
+  int64_t size = (x.size(dim) + chunks - 1) / chunks;
+  return split(x, std::max<int64_t>(size, 1), dim);
+}
+
+// ---------------------------------------------------------------- indexing
+
+namespace {
+// An int64, contiguous copy of `index` whose values are all in [0, n).
+Tensor checked_index(const char* op, const Tensor& index, int64_t n, const Tensor& x, int64_t dim) {
+  MT_CHECK(index.dtype() == DType::Int64 || index.dtype() == DType::Int32, op,
+           "index must be an int64 or int32 tensor, got ", dtype_name(index.dtype()));
+  Tensor idx = launch::cast(index, DType::Int64);
+  Tensor host = idx.device().is_cpu() ? idx : launch::to_device(idx, Device::cpu());
+  const int64_t* p = host.data_ptr<int64_t>();
+  for (int64_t i = 0; i < host.numel(); ++i)
+    MT_CHECK(p[i] >= 0 && p[i] < n, op, "index ", p[i], " is out of bounds for dimension ", dim, " with size ", n,
+             " (input shape ", x.shape_str(), ")");
+  return idx;
+}
+}  // namespace
+
+Tensor index_select(const Tensor& x, int64_t dim_in, const Tensor& index) {
+  MT_CHECK(index.dim() <= 1, "index_select", "index must be 0-D or 1-D, got shape ", index.shape_str());
+  launch::check_same_device("index_select", {x, index});
+  int64_t dim = wrap_dim(dim_in, x.dim(), "index_select");
+  Tensor idx = checked_index("index_select", index, x.dim() ? x.size(dim) : 1, x, dim).reshape({-1});
+  Shape shape = x.sizes();
+  if (x.dim()) shape[dim] = idx.numel();
+  Tensor y = make_tensor(shape, x.dtype(), x.device());
+  backend_for(x.device()).index_select(launch::contiguous(x), dim, idx, y);
+  if (needs_grad({x})) {
+    record("IndexSelectBackward", {x}, y, [shape = x.sizes(), dim, idx](const Tensor& g, auto&) {
+      // index_add into zeros: scatter_add with the index broadcast along the other dims.
+      Shape view(g.dim(), 1);
+      view[dim] = idx.numel();
+      Tensor full_idx = idx.reshape(view).expand(g.sizes()).contiguous();
+      return Grads{scatter_add(zeros(shape, {.dtype = g.dtype(), .device = g.device()}), dim, full_idx, g)};
+    });
+  }
+  return y;
+}
+
+Tensor gather(const Tensor& x, int64_t dim_in, const Tensor& index) {
+  int64_t dim = wrap_dim(dim_in, x.dim(), "gather");
+  launch::check_same_device("gather", {x, index});
+  MT_CHECK(index.dim() == x.dim(), "gather", "index must have as many dims as the input: ", describe({x, index}));
+  for (int64_t d = 0; d < x.dim(); ++d)
+    MT_CHECK(d == dim || index.size(d) == x.size(d), "gather", "index shape must match the input except in dimension ",
+             dim, ": ", describe({x, index}));
+  Tensor idx = checked_index("gather", index, x.size(dim), x, dim);
+  Tensor y = make_tensor(index.sizes(), x.dtype(), x.device());
+  backend_for(x.device()).gather(launch::contiguous(x), dim, idx, y);
+  if (needs_grad({x})) {
+    record("GatherBackward", {x}, y, [shape = x.sizes(), dim, idx](const Tensor& g, auto&) {
+      return Grads{scatter_add(zeros(shape, {.dtype = g.dtype(), .device = g.device()}), dim, idx, g)};
+    });
+  }
+  return y;
+}
+
+Tensor scatter_add(const Tensor& x0, int64_t dim_in, const Tensor& index, const Tensor& src0) {
+  auto in = amp::autocast_many("scatter_add", {x0, src0});
+  Tensor x = in[0], src = in[1].dtype() == in[0].dtype() ? in[1] : in[1].to(in[0].dtype());
+  int64_t dim = wrap_dim(dim_in, x.dim(), "scatter_add");
+  launch::check_same_device("scatter_add", {x, index, src});
+  MT_CHECK(index.sizes() == src.sizes(), "scatter_add", "index and src must have the same shape: ",
+           describe({index, src}));
+  MT_CHECK(index.dim() == x.dim(), "scatter_add", "index must have as many dims as the input: ", describe({x, index}));
+  for (int64_t d = 0; d < x.dim(); ++d)
+    MT_CHECK(d == dim || index.size(d) == x.size(d), "scatter_add",
+             "index shape must match the input except in dimension ", dim, ": ", describe({x, index}));
+  Tensor idx = checked_index("scatter_add", index, x.size(dim), x, dim);
+  Tensor y = make_tensor(x.sizes(), x.dtype(), x.device());
+  backend_for(x.device()).copy(x, y);
+  backend_for(x.device()).scatter_add(y, dim, idx, launch::contiguous(src));
+  if (needs_grad({x, src})) {
+    record("ScatterAddBackward", {x, src}, y, [dim, idx](const Tensor& g, auto& need) {
+      return Grads{need[0] ? g : Tensor(), need[1] ? gather(g, dim, idx) : Tensor()};
+    });
+  }
+  return y;
+}
+
+Tensor one_hot(const Tensor& indices, int64_t num_classes) {
+  MT_CHECK(indices.dtype() == DType::Int64 || indices.dtype() == DType::Int32, "one_hot",
+           "expects an integer tensor, got ", dtype_name(indices.dtype()));
+  std::vector<int64_t> v = indices.to_vector<int64_t>();
+  if (num_classes < 0) {
+    num_classes = 0;
+    for (int64_t i : v) num_classes = std::max(num_classes, i + 1);
+  }
+  Shape shape = indices.sizes();
+  shape.push_back(num_classes);
+  std::vector<int64_t> out(size_t(shape_numel(shape)), 0);
+  for (size_t i = 0; i < v.size(); ++i) {
+    MT_CHECK(v[i] >= 0 && v[i] < num_classes, "one_hot", "class value ", v[i], " is out of range [0, ", num_classes, ")");
+    out[i * size_t(num_classes) + size_t(v[i])] = 1;
+  }
+  return from_vector(out, shape, {.dtype = DType::Int64, .device = indices.device()});
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  MT_CHECK(weight.dim() == 2, "embedding", "weight must be 2-D [num_embeddings, dim], got ", weight.shape_str());
+  Shape shape = indices.sizes();
+  shape.push_back(weight.size(1));
+  return index_select(weight, 0, indices.reshape({-1})).reshape(shape);
+}
+
+}  // namespace mantissa

@@ -1,0 +1,16 @@
+# cmake --install + an exported package: find_package(mantissa) gives mantissa::mantissa.
+include(CMakePackageConfigHelpers)
+install(TARGETS mantissa EXPORT mantissaTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(FILES mantissa.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mantissa)
+foreach(dir core autograd nn optim data)
+  install(DIRECTORY ${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mantissa/${dir} FILES_MATCHING PATTERN "*.h")
+endforeach()
+install(EXPORT mantissaTargets NAMESPACE mantissa:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/mantissa)
+configure_package_config_file(cmake/mantissaConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/mantissaConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/mantissa)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/mantissaConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/mantissaConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/mantissaConfigVersion.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/mantissa)

@@ -1,0 +1,38 @@
+// The autocast policy: which precision each op runs in under mt::amp::Autocast.
+// The table is data (core/autocast_policy.cpp); print it with policy_table_str() and
+// extend it for your own ops with register_cast_policy().
+#pragma once
+#include <map>
+#include <string>
+
+#include "core/device.h"
+#include "core/dtype.h"
+
+namespace mantissa::amp {
+
+enum class CastPolicy : uint8_t {
+  LowerPrecision,  // inputs cast to the autocast dtype (fp16/bf16); tensor-core friendly
+  Fp32,            // inputs cast up to float32: numerically sensitive (exp, reductions, losses)
+  Promote,         // inputs cast to the widest floating type among them
+  PassThrough,     // run in the input types
+};
+
+const char* policy_name(CastPolicy p);
+
+// Thread-local autocast state, set by the RAII amp::Autocast guard.
+struct AutocastState {
+  bool enabled = false;
+  DType dtype = DType::Float16;
+  DeviceType device = DeviceType::CPU;
+};
+AutocastState& autocast_state();
+
+// The policy of an op name (PassThrough for ops not in the table).
+CastPolicy cast_policy(const std::string& op);
+// Adds or changes an op's policy; custom ops call this when they are defined.
+void register_cast_policy(const std::string& op, CastPolicy policy);
+const std::map<std::string, CastPolicy>& cast_policy_table();
+// The table as text, one "op: policy" line each, grouped by policy.
+std::string policy_table_str();
+
+}  // namespace mantissa::amp

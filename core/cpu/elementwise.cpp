@@ -1,0 +1,259 @@
+// CPU launchers for copy, fill, unary, binary and where. Each applies a functor from
+// core/elementwise_math.h; the per-element arithmetic lives there, shared with CUDA.
+#include <cstring>
+
+#include "core/cpu/kernels.h"
+#include "core/cpu/loops.h"
+#include "core/elementwise_math.h"
+
+namespace mantissa::cpu {
+
+namespace {
+
+template <typename T>
+T* ptr(const Tensor& t) {
+  return static_cast<T*>(t.raw_data());
+}
+
+bool same_layout_contiguous(const Tensor& a, const Tensor& b) {
+  return a.is_contiguous() && b.is_contiguous() && a.sizes() == b.sizes();
+}
+
+// out[i] = cast<Out>(f(cast<Acc>(in[i]))), in broadcast/strided to out's shape.
+template <typename In, typename Out, typename Acc, typename F>
+void unary_loop(const Tensor& in, const Tensor& out, F f) {
+  const In* x = ptr<In>(in);
+  Out* y = ptr<Out>(out);
+  if (same_layout_contiguous(in, out)) {
+    parallel_for(0, out.numel(), kParallelGrain, [&](int64_t b, int64_t e) {
+#pragma omp simd
+      for (int64_t i = b; i < e; ++i) y[i] = cast_to<Out>(f(cast_to<Acc>(x[i])));
+    });
+    return;
+  }
+  Shape in_st = broadcast_strides(in.sizes(), in.strides(), out.sizes());
+  for_each_row<2>(out.sizes(), {out.strides(), in_st}, [&](auto off, int64_t n, auto st) {
+    Out* yo = y + off[0];
+    const In* xo = x + off[1];
+    for (int64_t i = 0; i < n; ++i) yo[i * st[0]] = cast_to<Out>(f(cast_to<Acc>(xo[i * st[1]])));
+  });
+}
+
+// out[i] = cast<Out>(f(a[i], b[i])), a and b broadcast/strided to out's shape.
+template <typename In, typename Out, typename Acc, typename F>
+void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
+  const In* pa = ptr<In>(a);
+  const In* pb = ptr<In>(b);
+  Out* y = ptr<Out>(out);
+  const int64_t n = out.numel();
+  if (same_layout_contiguous(a, out) && same_layout_contiguous(b, out)) {
+    parallel_for(0, n, kParallelGrain, [&](int64_t s, int64_t e) {
+#pragma omp simd
+      for (int64_t i = s; i < e; ++i) y[i] = cast_to<Out>(f(cast_to<Acc>(pa[i]), cast_to<Acc>(pb[i])));
+    });
+    return;
+  }
+  if (same_layout_contiguous(a, out) && b.numel() == 1) {  // tensor (op) scalar
+    const Acc vb = cast_to<Acc>(pb[0]);
+    parallel_for(0, n, kParallelGrain, [&](int64_t s, int64_t e) {
+#pragma omp simd
+      for (int64_t i = s; i < e; ++i) y[i] = cast_to<Out>(f(cast_to<Acc>(pa[i]), vb));
+    });
+    return;
+  }
+  Shape sa = broadcast_strides(a.sizes(), a.strides(), out.sizes());
+  Shape sb = broadcast_strides(b.sizes(), b.strides(), out.sizes());
+  for_each_row<3>(out.sizes(), {out.strides(), sa, sb}, [&](auto off, int64_t len, auto st) {
+    Out* yo = y + off[0];
+    const In* ao = pa + off[1];
+    const In* bo = pb + off[2];
+    for (int64_t i = 0; i < len; ++i)
+      yo[i * st[0]] = cast_to<Out>(f(cast_to<Acc>(ao[i * st[1]]), cast_to<Acc>(bo[i * st[2]])));
+  });
+}
+
+template <typename T, typename F>
+void float_unary(const Tensor& in, const Tensor& out, F f) {
+  unary_loop<T, T, acc_t<T>>(in, out, f);
+}
+
+template <typename F>
+struct CompareOp {
+  F f;
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return f(a, b);
+  }
+};
+
+}  // namespace
+
+void copy(const Tensor& src, const Tensor& dst) {
+  dispatch_all(src.dtype(), [&]<typename In>() {
+    dispatch_all(dst.dtype(), [&]<typename Out>() {
+      if constexpr (std::is_same_v<In, Out>) {
+        if (same_layout_contiguous(src, dst)) {
+          std::memcpy(dst.raw_data(), src.raw_data(), dst.nbytes());
+          return;
+        }
+      }
+      unary_loop<In, Out, In>(src, dst, [](In v) { return v; });
+    });
+  });
+}
+
+void fill(const Tensor& dst, const Scalar& value) {
+  dispatch_all(dst.dtype(), [&]<typename T>() {
+    T v = std::is_floating_point_v<acc_t<T>> ? cast_to<T>(value.to_double()) : cast_to<T>(value.to_int());
+    if constexpr (std::is_same_v<T, bool>) v = value.to_double() != 0.0;
+    T* y = ptr<T>(dst);
+    if (dst.is_contiguous()) {
+      parallel_for(0, dst.numel(), kParallelGrain, [&](int64_t b, int64_t e) { std::fill(y + b, y + e, v); });
+      return;
+    }
+    for_each_row<1>(dst.sizes(), {dst.strides()}, [&](auto off, int64_t n, auto st) {
+      for (int64_t i = 0; i < n; ++i) y[off[0] + i * st[0]] = v;
+    });
+  });
+}
+
+void unary(UnaryOp op, const Tensor& in, const Tensor& out, double a, double b) {
+  const char* name = "unary";
+  if (op == UnaryOp::IsFinite) {
+    dispatch_floating(in.dtype(), "isfinite", [&]<typename T>() {
+      unary_loop<T, bool, acc_t<T>>(in, out, [](acc_t<T> x) { return x - x == acc_t<T>(0); });
+    });
+    return;
+  }
+  if (op == UnaryOp::LogicalNot) {
+    dispatch_all(in.dtype(), [&]<typename T>() {
+      unary_loop<T, bool, acc_t<T>>(in, out, [](acc_t<T> x) { return !(x != acc_t<T>(0)); });
+    });
+    return;
+  }
+  // Ops defined on integers too.
+  if (op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Sign || op == UnaryOp::Square ||
+      op == UnaryOp::Clamp || op == UnaryOp::Relu) {
+    dispatch_all(in.dtype(), [&]<typename T>() {
+      if constexpr (std::is_same_v<T, bool>) {
+        MT_FAIL(name, "operation not supported for bool tensors");
+      } else {
+        using Acc = acc_t<T>;
+        switch (op) {
+          case UnaryOp::Neg: return unary_loop<T, T, Acc>(in, out, math::Neg{});
+          case UnaryOp::Abs: return unary_loop<T, T, Acc>(in, out, math::Abs{});
+          case UnaryOp::Sign: return unary_loop<T, T, Acc>(in, out, math::Sign{});
+          case UnaryOp::Square: return unary_loop<T, T, Acc>(in, out, math::Square{});
+          case UnaryOp::Relu: return unary_loop<T, T, Acc>(in, out, math::Relu{});
+          default: return unary_loop<T, T, Acc>(in, out, math::Clamp{a, b});
+        }
+      }
+    });
+    return;
+  }
+  dispatch_floating(in.dtype(), name, [&]<typename T>() {
+    switch (op) {
+      case UnaryOp::Exp: return float_unary<T>(in, out, math::Exp{});
+      case UnaryOp::Log: return float_unary<T>(in, out, math::Log{});
+      case UnaryOp::Log1p: return float_unary<T>(in, out, math::Log1p{});
+      case UnaryOp::Sqrt: return float_unary<T>(in, out, math::Sqrt{});
+      case UnaryOp::Rsqrt: return float_unary<T>(in, out, math::Rsqrt{});
+      case UnaryOp::Sin: return float_unary<T>(in, out, math::Sin{});
+      case UnaryOp::Cos: return float_unary<T>(in, out, math::Cos{});
+      case UnaryOp::Tanh: return float_unary<T>(in, out, math::Tanh{});
+      case UnaryOp::Sigmoid: return float_unary<T>(in, out, math::Sigmoid{});
+      case UnaryOp::GeluErf: return float_unary<T>(in, out, math::GeluErf{});
+      case UnaryOp::GeluTanh: return float_unary<T>(in, out, math::GeluTanh{});
+      case UnaryOp::Silu: return float_unary<T>(in, out, math::Silu{});
+      case UnaryOp::Erf: return float_unary<T>(in, out, math::Erf{});
+      case UnaryOp::Reciprocal: return float_unary<T>(in, out, math::Reciprocal{});
+      case UnaryOp::PowScalar: return float_unary<T>(in, out, math::PowScalar{a});
+      default: MT_FAIL(name, "unknown unary op ", int(op));
+    }
+  });
+}
+
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  const bool compare = op == BinaryOp::Eq || op == BinaryOp::Ne || op == BinaryOp::Lt ||
+                       op == BinaryOp::Le || op == BinaryOp::Gt || op == BinaryOp::Ge ||
+                       op == BinaryOp::LogicalAnd || op == BinaryOp::LogicalOr;
+  if (compare) {
+    dispatch_all(a.dtype(), [&]<typename T>() {
+      using Acc = acc_t<T>;
+      switch (op) {
+        case BinaryOp::Eq: return binary_loop<T, bool, Acc>(a, b, out, [](Acc x, Acc y) { return x == y; });
+        case BinaryOp::Ne: return binary_loop<T, bool, Acc>(a, b, out, [](Acc x, Acc y) { return x != y; });
+        case BinaryOp::Lt: return binary_loop<T, bool, Acc>(a, b, out, [](Acc x, Acc y) { return x < y; });
+        case BinaryOp::Le: return binary_loop<T, bool, Acc>(a, b, out, [](Acc x, Acc y) { return x <= y; });
+        case BinaryOp::Gt: return binary_loop<T, bool, Acc>(a, b, out, [](Acc x, Acc y) { return x > y; });
+        case BinaryOp::Ge: return binary_loop<T, bool, Acc>(a, b, out, [](Acc x, Acc y) { return x >= y; });
+        case BinaryOp::LogicalAnd:
+          return binary_loop<T, bool, Acc>(a, b, out, [](Acc x, Acc y) { return x != Acc(0) && y != Acc(0); });
+        default:
+          return binary_loop<T, bool, Acc>(a, b, out, [](Acc x, Acc y) { return x != Acc(0) || y != Acc(0); });
+      }
+    });
+    return;
+  }
+  const bool arithmetic = op == BinaryOp::Add || op == BinaryOp::Sub || op == BinaryOp::Mul ||
+                          op == BinaryOp::Div || op == BinaryOp::Maximum || op == BinaryOp::Minimum;
+  if (arithmetic && !is_floating(a.dtype())) {
+    dispatch_all(a.dtype(), [&]<typename T>() {
+      using Acc = std::conditional_t<std::is_same_v<T, bool>, int64_t, T>;
+      switch (op) {
+        case BinaryOp::Add: return binary_loop<T, T, Acc>(a, b, out, math::Add{});
+        case BinaryOp::Sub: return binary_loop<T, T, Acc>(a, b, out, math::Sub{});
+        case BinaryOp::Mul: return binary_loop<T, T, Acc>(a, b, out, math::Mul{});
+        case BinaryOp::Maximum: return binary_loop<T, T, Acc>(a, b, out, math::Maximum{});
+        case BinaryOp::Minimum: return binary_loop<T, T, Acc>(a, b, out, math::Minimum{});
+        default:
+          return binary_loop<T, T, Acc>(a, b, out, [](Acc x, Acc y) {
+            if (y == Acc(0)) return Acc(0);  // the op checks for zero divisors before launching
+            // floor division, as torch's integer div with rounding_mode='floor'
+            Acc q = x / y;
+            return (q * y != x && ((x < Acc(0)) != (y < Acc(0)))) ? Acc(q - 1) : q;
+          });
+      }
+    });
+    return;
+  }
+  dispatch_floating(a.dtype(), "binary", [&]<typename T>() {
+    using Acc = acc_t<T>;
+    switch (op) {
+      case BinaryOp::Add: return binary_loop<T, T, Acc>(a, b, out, math::Add{});
+      case BinaryOp::Sub: return binary_loop<T, T, Acc>(a, b, out, math::Sub{});
+      case BinaryOp::Mul: return binary_loop<T, T, Acc>(a, b, out, math::Mul{});
+      case BinaryOp::Div: return binary_loop<T, T, Acc>(a, b, out, math::Div{});
+      case BinaryOp::Maximum: return binary_loop<T, T, Acc>(a, b, out, math::Maximum{});
+      case BinaryOp::Minimum: return binary_loop<T, T, Acc>(a, b, out, math::Minimum{});
+      case BinaryOp::Pow: return binary_loop<T, T, Acc>(a, b, out, math::Pow{});
+      case BinaryOp::ReluBackward: return binary_loop<T, T, Acc>(a, b, out, math::ReluBackward{});
+      case BinaryOp::GeluErfBackward: return binary_loop<T, T, Acc>(a, b, out, math::GeluErfBackward{});
+      case BinaryOp::GeluTanhBackward: return binary_loop<T, T, Acc>(a, b, out, math::GeluTanhBackward{});
+      case BinaryOp::SiluBackward: return binary_loop<T, T, Acc>(a, b, out, math::SiluBackward{});
+      case BinaryOp::SigmoidBackwardFromOutput:
+        return binary_loop<T, T, Acc>(a, b, out, math::SigmoidBackwardFromOutput{});
+      case BinaryOp::TanhBackwardFromOutput:
+        return binary_loop<T, T, Acc>(a, b, out, math::TanhBackwardFromOutput{});
+      default: MT_FAIL("binary", "unknown binary op ", int(op));
+    }
+  });
+}
+
+void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
+  dispatch_all(out.dtype(), [&]<typename T>() {
+    const bool* pc = ptr<bool>(cond);
+    const T* pa = ptr<T>(a);
+    const T* pb = ptr<T>(b);
+    T* y = ptr<T>(out);
+    Shape sc = broadcast_strides(cond.sizes(), cond.strides(), out.sizes());
+    Shape sa = broadcast_strides(a.sizes(), a.strides(), out.sizes());
+    Shape sb = broadcast_strides(b.sizes(), b.strides(), out.sizes());
+    for_each_row<4>(out.sizes(), {out.strides(), sc, sa, sb}, [&](auto off, int64_t n, auto st) {
+      for (int64_t i = 0; i < n; ++i)
+        y[off[0] + i * st[0]] = pc[off[1] + i * st[1]] ? pa[off[2] + i * st[2]] : pb[off[3] + i * st[3]];
+    });
+  });
+}
+
+}  // namespace mantissa::cpu

@@ -1,0 +1,138 @@
+// CPU launch helpers: dtype dispatch, compute types, an OpenMP parallel_for, and a
+// strided row iterator that walks any number of broadcast/strided operands.
+#pragma once
+#include <algorithm>
+#include <array>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include <cstdint>
+#include <type_traits>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/half.h"
+#include "core/shape.h"
+
+namespace mantissa::cpu {
+
+// The type arithmetic happens in: fp32 for every float type narrower than fp64.
+template <typename T>
+using acc_t = std::conditional_t<
+    std::is_same_v<T, double>, double,
+    std::conditional_t<std::is_same_v<T, float> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>,
+                       float, T>>;
+
+template <typename To, typename From>
+inline To cast_to(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (std::is_same_v<To, bool>) {
+    if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) return static_cast<float>(v) != 0.0f;
+    else return v != From(0);
+  } else if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) {
+    return cast_to<To>(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
+    if constexpr (std::is_same_v<From, double>) return To(static_cast<double>(v));
+    else return To(static_cast<float>(v));
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+// Calls f.template operator()<T>() with T the C++ type of `t`.
+template <typename F>
+void dispatch_all(DType t, F&& f) {
+  switch (t) {
+    case DType::Float32: return f.template operator()<float>();
+    case DType::Float64: return f.template operator()<double>();
+    case DType::Float16: return f.template operator()<Half>();
+    case DType::BFloat16: return f.template operator()<BFloat16>();
+    case DType::Int64: return f.template operator()<int64_t>();
+    case DType::Int32: return f.template operator()<int32_t>();
+    case DType::UInt8: return f.template operator()<uint8_t>();
+    case DType::Bool: return f.template operator()<bool>();
+  }
+}
+
+template <typename F>
+void dispatch_floating(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::Float32: return f.template operator()<float>();
+    case DType::Float64: return f.template operator()<double>();
+    case DType::Float16: return f.template operator()<Half>();
+    case DType::BFloat16: return f.template operator()<BFloat16>();
+    default: MT_FAIL(op, "expected a floating-point tensor, got ", dtype_name(t));
+  }
+}
+
+// Below this many elements a loop runs on one thread: fork/join costs more than it saves.
+constexpr int64_t kParallelGrain = 32768;
+
+template <typename F>
+void parallel_for(int64_t begin, int64_t end, int64_t grain, F&& f) {
+  int64_t n = end - begin;
+  if (n <= 0) return;
+  if (n <= grain) {
+    f(begin, end);
+    return;
+  }
+#pragma omp parallel
+  {
+#ifdef _OPENMP
+    int nt = omp_get_num_threads(), tid = omp_get_thread_num();
+#else
+    int nt = 1, tid = 0;
+#endif
+    int64_t chunk = (n + nt - 1) / nt;
+    int64_t b = begin + tid * chunk, e = std::min(end, b + chunk);
+    if (b < e) f(b, e);
+  }
+}
+
+// Walks `shape` row by row for N operands with element strides; calls
+// body(offsets, inner_size, inner_strides) once per innermost row, with offsets in elements.
+// Rows are spread over threads when the total work is large.
+template <size_t N, typename F>
+void for_each_row(const Shape& shape_in, const std::array<Shape, N>& strides_in, F&& body) {
+  // Coalesce adjacent dims that are contiguous with each other in every operand.
+  Shape shape;
+  std::array<Shape, N> st;
+  for (size_t d = 0; d < shape_in.size(); ++d) {
+    if (shape_in[d] == 1) continue;
+    bool merge = !shape.empty();
+    for (size_t k = 0; k < N && merge; ++k) merge = st[k].back() == strides_in[k][d] * shape_in[d];
+    if (merge) {
+      shape.back() *= shape_in[d];
+      for (size_t k = 0; k < N; ++k) st[k].back() = strides_in[k][d];
+    } else {
+      shape.push_back(shape_in[d]);
+      for (size_t k = 0; k < N; ++k) st[k].push_back(strides_in[k][d]);
+    }
+  }
+  if (shape.empty()) {
+    shape.push_back(1);
+    for (size_t k = 0; k < N; ++k) st[k].push_back(0);
+  }
+  const int64_t nd = int64_t(shape.size());
+  const int64_t inner = shape.back();
+  std::array<int64_t, N> inner_st;
+  for (size_t k = 0; k < N; ++k) inner_st[k] = st[k].back();
+  int64_t rows = 1;
+  for (int64_t d = 0; d < nd - 1; ++d) rows *= shape[d];
+  int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(inner, 1));
+  parallel_for(0, rows, grain, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      std::array<int64_t, N> off{};
+      int64_t rem = r;
+      for (int64_t d = nd - 2; d >= 0; --d) {
+        int64_t i = rem % shape[d];
+        rem /= shape[d];
+        for (size_t k = 0; k < N; ++k) off[k] += i * st[k][d];
+      }
+      body(off, inner, inner_st);
+    }
+  });
+}
+
+}  // namespace mantissa::cpu

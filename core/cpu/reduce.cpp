@@ -1,0 +1,170 @@
+// CPU reductions over the last axis of a contiguous [outer, n] view, and softmax rows.
+// Reduced floats accumulate in fp32, fp64 in fp64.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/cpu/kernels.h"
+#include "core/cpu/loops.h"
+
+namespace mantissa::cpu {
+
+namespace {
+
+// Sum of n values read through `load`, in blocks so that fp32 rounding error grows with
+// log(n) rather than n (the blocks are vectorized partial sums added in double).
+template <typename Acc, typename Load>
+Acc blocked_sum(int64_t n, Load load) {
+  constexpr int64_t kBlock = 1024;
+  double total = 0;
+  for (int64_t s = 0; s < n; s += kBlock) {
+    int64_t e = std::min(n, s + kBlock);
+    Acc part = 0;
+#pragma omp simd reduction(+ : part)
+    for (int64_t i = s; i < e; ++i) part += load(i);
+    total += double(part);
+  }
+  return Acc(total);
+}
+
+}  // namespace
+
+void reduce(ReduceOp op, const Tensor& in, const Tensor& out) {
+  const int64_t n = in.dim() ? in.size(-1) : 1;
+  const int64_t outer = n ? in.numel() / n : out.numel();
+  dispatch_all(in.dtype(), [&]<typename T>() {
+    using Acc = std::conditional_t<std::is_same_v<T, bool>, int64_t, acc_t<T>>;
+    const T* x = static_cast<const T*>(in.raw_data());
+    auto row = [&](int64_t r) { return x + r * n; };
+    switch (op) {
+      case ReduceOp::Sum: {
+        using Out = std::conditional_t<std::is_same_v<T, bool> || std::is_same_v<T, uint8_t> ||
+                                           std::is_same_v<T, int32_t>,
+                                       int64_t, T>;  // torch.sum of ints gives int64
+        Out* y = static_cast<Out*>(out.raw_data());
+        if (outer == 1 && n > kParallelGrain) {  // one long row: split it across threads
+          std::vector<double> parts(64, 0.0);
+          int64_t nchunks = std::min<int64_t>(64, (n + kParallelGrain - 1) / kParallelGrain);
+          int64_t chunk = (n + nchunks - 1) / nchunks;
+#pragma omp parallel for
+          for (int64_t c = 0; c < nchunks; ++c) {
+            int64_t s = c * chunk, e = std::min(n, s + chunk);
+            parts[c] = double(blocked_sum<Acc>(e - s, [&](int64_t i) { return cast_to<Acc>(x[s + i]); }));
+          }
+          double total = 0;
+          for (double p : parts) total += p;
+          y[0] = cast_to<Out>(Acc(total));
+          return;
+        }
+        parallel_for(0, outer, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)),
+                     [&](int64_t b, int64_t e) {
+                       for (int64_t r = b; r < e; ++r) {
+                         const T* p = row(r);
+                         y[r] = cast_to<Out>(blocked_sum<Acc>(n, [&](int64_t i) { return cast_to<Acc>(p[i]); }));
+                       }
+                     });
+        return;
+      }
+      case ReduceOp::Prod: {
+        T* y = static_cast<T*>(out.raw_data());
+        for (int64_t r = 0; r < outer; ++r) {
+          Acc acc = 1;
+          for (int64_t i = 0; i < n; ++i) acc *= cast_to<Acc>(row(r)[i]);
+          y[r] = cast_to<T>(acc);
+        }
+        return;
+      }
+      case ReduceOp::Max:
+      case ReduceOp::Min:
+      case ReduceOp::ArgMax:
+      case ReduceOp::ArgMin: {
+        const bool want_max = op == ReduceOp::Max || op == ReduceOp::ArgMax;
+        const bool want_index = op == ReduceOp::ArgMax || op == ReduceOp::ArgMin;
+        parallel_for(0, outer, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)),
+                     [&](int64_t b, int64_t e) {
+                       for (int64_t r = b; r < e; ++r) {
+                         const T* p = row(r);
+                         int64_t best = 0;
+                         Acc bv = cast_to<Acc>(p[0]);
+                         for (int64_t i = 1; i < n && bv == bv; ++i) {  // NaN wins and stops the scan
+                           Acc v = cast_to<Acc>(p[i]);
+                           if (v != v || (want_max ? v > bv : v < bv)) {
+                             bv = v;
+                             best = i;
+                           }
+                         }
+                         if (want_index) static_cast<int64_t*>(out.raw_data())[r] = best;
+                         else static_cast<T*>(out.raw_data())[r] = p[best];
+                       }
+                     });
+        return;
+      }
+    }
+  });
+}
+
+void var_mean(const Tensor& in, const Tensor& var, const Tensor& mean, int64_t correction) {
+  const int64_t n = in.dim() ? in.size(-1) : 1;
+  const int64_t outer = n ? in.numel() / n : var.numel();
+  dispatch_floating(in.dtype(), "var", [&]<typename T>() {
+    using Acc = acc_t<T>;
+    const T* x = static_cast<const T*>(in.raw_data());
+    T* pv = static_cast<T*>(var.raw_data());
+    T* pm = static_cast<T*>(mean.raw_data());
+    parallel_for(0, outer, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t r = b; r < e; ++r) {
+                     const T* p = x + r * n;
+                     Acc m = blocked_sum<Acc>(n, [&](int64_t i) { return cast_to<Acc>(p[i]); }) / Acc(n);
+                     Acc ss = blocked_sum<Acc>(n, [&](int64_t i) {
+                       Acc d = cast_to<Acc>(p[i]) - m;
+                       return d * d;
+                     });
+                     int64_t dof = n - correction;
+                     pm[r] = cast_to<T>(m);
+                     pv[r] = cast_to<T>(dof > 0 ? ss / Acc(dof) : std::numeric_limits<Acc>::quiet_NaN());
+                   }
+                 });
+  });
+}
+
+void softmax(const Tensor& in, const Tensor& out, bool log) {
+  const int64_t n = in.size(-1);
+  const int64_t outer = n ? in.numel() / n : 0;
+  dispatch_all(in.dtype(), [&]<typename T>() {
+    dispatch_floating(out.dtype(), "softmax", [&]<typename O>() {
+      if constexpr (!std::is_floating_point_v<acc_t<T>>) {
+        MT_FAIL("softmax", "expected a floating-point input, got ", dtype_name(in.dtype()));
+      } else {
+        using Acc = std::conditional_t<std::is_same_v<T, double> || std::is_same_v<O, double>, double, float>;
+        const T* x = static_cast<const T*>(in.raw_data());
+        O* y = static_cast<O*>(out.raw_data());
+        parallel_for(0, outer, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)),
+                     [&](int64_t b, int64_t e) {
+                       std::vector<Acc> buf(static_cast<size_t>(n));
+                       for (int64_t r = b; r < e; ++r) {
+                         const T* p = x + r * n;
+                         Acc mx = -std::numeric_limits<Acc>::infinity();
+                         for (int64_t i = 0; i < n; ++i) {
+                           buf[i] = cast_to<Acc>(p[i]);
+                           mx = std::max(mx, buf[i]);
+                         }
+                         if (std::isinf(mx) && mx < 0) mx = 0;  // a row of -inf: avoid inf - inf
+                         Acc sum = 0;
+                         for (int64_t i = 0; i < n; ++i) sum += std::exp(buf[i] - mx);
+                         O* q = y + r * n;
+                         if (log) {
+                           Acc lse = mx + std::log(sum);
+                           for (int64_t i = 0; i < n; ++i) q[i] = cast_to<O>(buf[i] - lse);
+                         } else {
+                           Acc inv = Acc(1) / sum;
+                           for (int64_t i = 0; i < n; ++i) q[i] = cast_to<O>(std::exp(buf[i] - mx) * inv);
+                         }
+                       }
+                     });
+      }
+    });
+  });
+}
+
+}  // namespace mantissa::cpu

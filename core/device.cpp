@@ -1,0 +1,38 @@
+#include "core/device.h"
+
+#include "core/error.h"
+
+namespace mantissa {
+
+#ifdef MANTISSA_WITH_CUDA
+int cuda_runtime_device_count();  // cuda/device.cpp; 0 when no GPU or driver is present
+#endif
+
+int cuda_device_count() {
+#ifdef MANTISSA_WITH_CUDA
+  static const int n = cuda_runtime_device_count();
+  return n;
+#else
+  return 0;
+#endif
+}
+
+Device Device::best() { return cuda_device_count() > 0 ? Device::cuda(0) : Device::cpu(); }
+
+Device Device::parse(const std::string& s) {
+  if (s == "cpu") return cpu();
+  if (s == "cuda") return cuda(0);
+  if (s.rfind("cuda:", 0) == 0) {
+    try {
+      size_t used = 0;
+      int i = std::stoi(s.substr(5), &used);
+      if (used == s.size() - 5 && i >= 0) return cuda(i);
+    } catch (const std::exception&) {
+    }
+  }
+  MT_FAIL("Device", "cannot parse device '", s, "' (expected cpu, cuda or cuda:N)");
+}
+
+std::string Device::str() const { return is_cpu() ? "cpu" : "cuda:" + std::to_string(index); }
+
+}  // namespace mantissa

@@ -1,0 +1,109 @@
+#include "core/launch.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/shape.h"
+
+namespace mantissa::launch {
+
+void check_same_device(const char* op, std::initializer_list<Tensor> ts) {
+  const Tensor* first = nullptr;
+  for (const Tensor& t : ts) {
+    if (!t.defined()) continue;
+    if (!first) first = &t;
+    MT_CHECK(t.device() == first->device(), op, "expected all tensors on one device, got ",
+             first->device().str(), " and ", t.device().str());
+  }
+}
+
+Tensor contiguous(const Tensor& x) {
+  if (x.is_contiguous()) return x;
+  Tensor out = make_tensor(x.sizes(), x.dtype(), x.device());
+  backend_for(x.device()).copy(x, out);
+  return out;
+}
+
+Tensor cast(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return contiguous(x);
+  Tensor out = make_tensor(x.sizes(), dtype, x.device());
+  backend_for(x.device()).copy(x, out);
+  return out;
+}
+
+Tensor to_device(const Tensor& x, Device device) {
+  Tensor src = contiguous(x);
+  Tensor out = make_tensor(x.sizes(), x.dtype(), device);
+  // The device that is not the CPU owns the transfer.
+  backend_for(device.is_cpu() ? x.device() : device).copy(src, out);
+  return out;
+}
+
+Tensor unary_to(UnaryOp op, const Tensor& x, DType out_dtype, double a, double b) {
+  Tensor out = make_tensor(x.sizes(), out_dtype, x.device());
+  backend_for(x.device()).unary(op, x, out, a, b);
+  return out;
+}
+
+Tensor unary(UnaryOp op, const Tensor& x, double a, double b) { return unary_to(op, x, x.dtype(), a, b); }
+
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, DType compute, DType out_dtype) {
+  check_same_device("binary op", {a, b});
+  Shape shape = broadcast_shapes(a.sizes(), b.sizes(), "binary op");
+  Tensor ca = a.dtype() == compute ? a : cast(a, compute);
+  Tensor cb = b.dtype() == compute ? b : cast(b, compute);
+  Tensor out = make_tensor(shape, out_dtype, a.device());
+  backend_for(a.device()).binary(op, ca, cb, out);
+  return out;
+}
+
+Shape reduced_shape(const Shape& in, const std::vector<int64_t>& dims, bool keepdim) {
+  Shape out;
+  for (int64_t d = 0; d < int64_t(in.size()); ++d) {
+    bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
+    if (!reduced) out.push_back(in[d]);
+    else if (keepdim) out.push_back(1);
+  }
+  return out;
+}
+
+Tensor move_dims_last(const Tensor& x, const std::vector<int64_t>& dims, Shape& kept_sizes) {
+  Shape perm, reduced_sizes;
+  kept_sizes.clear();
+  int64_t n = 1;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) {
+      perm.push_back(d);
+      kept_sizes.push_back(x.size(d));
+    }
+  for (int64_t d : dims) {
+    perm.push_back(d);
+    n *= x.size(d);
+  }
+  Shape sizes, strides;
+  for (int64_t p : perm) {
+    sizes.push_back(x.size(p));
+    strides.push_back(x.stride(p));
+  }
+  Tensor moved = contiguous(make_view(x, sizes, strides, x.offset()));
+  int64_t outer = shape_numel(kept_sizes);
+  return make_view(moved, {outer, n}, {n, 1}, moved.offset());
+}
+
+Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType out_dtype) {
+  Shape kept;
+  Tensor rows = move_dims_last(x, dims, kept);
+  if (rows.size(1) == 0) {
+    MT_CHECK(op == ReduceOp::Sum || op == ReduceOp::Prod, "reduce", "cannot reduce over an empty dimension of ",
+             x.shape_str(), " (max/min/argmax have no identity)");
+  }
+  Tensor out = make_tensor(reduced_shape(x.sizes(), dims, keepdim), out_dtype, x.device());
+  if (rows.size(1) == 0) {
+    backend_for(x.device()).fill(out, op == ReduceOp::Sum ? 0 : 1);
+    return out;
+  }
+  backend_for(x.device()).reduce(op, rows, out);
+  return out;
+}
+
+}  // namespace mantissa::launch

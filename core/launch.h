@@ -1,0 +1,29 @@
+// Non-differentiable building blocks used by the op definitions: they check devices,
+// allocate outputs and call the dispatch table. Ops with autograd live in autograd/ops*.
+#pragma once
+#include <vector>
+
+#include "core/backend.h"
+
+namespace mantissa::launch {
+
+// Throws naming `op` unless every defined tensor is on the same device.
+void check_same_device(const char* op, std::initializer_list<Tensor> ts);
+// A contiguous tensor with the same values (the input itself when already contiguous).
+Tensor contiguous(const Tensor& x);
+// A contiguous tensor converted to `dtype` (the input itself when nothing changes).
+Tensor cast(const Tensor& x, DType dtype);
+// A contiguous copy on `device`.
+Tensor to_device(const Tensor& x, Device device);
+Tensor unary(UnaryOp op, const Tensor& x, double a = 0, double b = 0);
+Tensor unary_to(UnaryOp op, const Tensor& x, DType out_dtype, double a = 0, double b = 0);
+// Converts a and b to `compute`, broadcasts, and returns out of `out_dtype`.
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, DType compute, DType out_dtype);
+// Reduces `dims` (sorted, wrapped) of x; out dtype `out_dtype`.
+Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType out_dtype);
+// x with `dims` moved to the end and made contiguous: a [outer, n] block for row kernels.
+Tensor move_dims_last(const Tensor& x, const std::vector<int64_t>& dims, Shape& kept_sizes);
+// Shape of a reduction result.
+Shape reduced_shape(const Shape& in, const std::vector<int64_t>& dims, bool keepdim);
+
+}  // namespace mantissa::launch

@@ -1,0 +1,116 @@
+#include "core/random.h"
+
+#include <cmath>
+#include <sstream>
+#include <vector>
+
+#include "core/error.h"
+#include "core/shape.h"
+
+namespace mantissa {
+
+double Generator::uniform() {
+  // 53 random bits -> [0, 1), independent of the standard library's distributions.
+  return double(engine_() >> 11) * (1.0 / 9007199254740992.0);
+}
+
+double Generator::normal() {
+  if (has_spare_) {
+    has_spare_ = false;
+    return spare_;
+  }
+  // Box-Muller: two uniforms give two independent normals.
+  double u1 = uniform(), u2 = uniform();
+  if (u1 < 1e-300) u1 = 1e-300;
+  double r = std::sqrt(-2.0 * std::log(u1)), th = 2.0 * M_PI * u2;
+  spare_ = r * std::sin(th);
+  has_spare_ = true;
+  return r * std::cos(th);
+}
+
+std::string Generator::get_state() const {
+  std::ostringstream os;
+  os << engine_ << ' ' << has_spare_ << ' ';
+  os.precision(17);
+  os << spare_;
+  return os.str();
+}
+
+void Generator::set_state(const std::string& state) {
+  std::istringstream is(state);
+  std::mt19937_64 e;
+  bool has = false;
+  double sp = 0;
+  is >> e >> has >> sp;
+  MT_CHECK(!is.fail(), "Generator::set_state", "malformed generator state (", state.size(), " bytes)");
+  engine_ = e;
+  has_spare_ = has;
+  spare_ = sp;
+}
+
+Generator& default_generator() {
+  static Generator g;
+  return g;
+}
+
+void manual_seed(uint64_t seed) {
+  default_generator() = Generator(seed);
+}
+
+namespace {
+template <typename Fn>
+Tensor generate(const Shape& shape, const TensorOptions& opts, Fn next) {
+  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
+  for (double& x : v) x = next();
+  TensorOptions o = opts;
+  o.requires_grad = false;
+  Tensor t = from_vector(v, shape, o);
+  if (shape.empty()) t = t.reshape({});
+  if (opts.requires_grad) t.requires_grad_(true);
+  return t;
+}
+}  // namespace
+
+Tensor uniform(const Shape& shape, double low, double high, const TensorOptions& opts) {
+  auto& g = default_generator();
+  return generate(shape, opts, [&] { return low + (high - low) * g.uniform(); });
+}
+Tensor normal(const Shape& shape, double mean, double stddev, const TensorOptions& opts) {
+  auto& g = default_generator();
+  return generate(shape, opts, [&] { return mean + stddev * g.normal(); });
+}
+Tensor rand(const Shape& shape, const TensorOptions& opts) { return uniform(shape, 0, 1, opts); }
+Tensor randn(const Shape& shape, const TensorOptions& opts) { return normal(shape, 0, 1, opts); }
+
+Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOptions& opts) {
+  MT_CHECK(high > low, "randint", "empty range [", low, ", ", high, ")");
+  auto& g = default_generator();
+  uint64_t span = uint64_t(high - low);
+  return generate(shape, opts, [&] { return double(low + int64_t(g.engine()() % span)); });
+}
+
+Tensor bernoulli(const Shape& shape, double p, const TensorOptions& opts) {
+  MT_CHECK(p >= 0 && p <= 1, "bernoulli", "probability must be in [0, 1], got ", p);
+  auto& g = default_generator();
+  return generate(shape, opts, [&] { return g.uniform() < p ? 1.0 : 0.0; });
+}
+
+Tensor bernoulli(const Tensor& p) {
+  std::vector<double> probs = p.to_vector<double>();
+  auto& g = default_generator();
+  size_t i = 0;
+  for (double q : probs) MT_CHECK(q >= 0 && q <= 1, "bernoulli", "probability must be in [0, 1], got ", q);
+  return generate(p.sizes(), {.dtype = p.dtype(), .device = p.device()},
+                  [&] { return g.uniform() < probs[i++] ? 1.0 : 0.0; });
+}
+
+Tensor randperm(int64_t n) {
+  MT_CHECK(n >= 0, "randperm", "n must be non-negative, got ", n);
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = i;
+  auto& g = default_generator();
+  for (int64_t i = n - 1; i > 0; --i) std::swap(v[size_t(i)], v[size_t(g.engine()() % uint64_t(i + 1))]);
+  return from_vector(v, {n}, {.dtype = DType::Int64});
+}
+
+}  // namespace mantissa

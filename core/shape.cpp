@@ -1,0 +1,76 @@
+#include "core/shape.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace mantissa {
+
+std::string shape_str(const Shape& s) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  os << "]";
+  return os.str();
+}
+
+int64_t shape_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t v : s) n *= v;
+  return n;
+}
+
+Shape contiguous_strides(const Shape& sizes) {
+  Shape st(sizes.size());
+  int64_t acc = 1;
+  for (int64_t i = int64_t(sizes.size()) - 1; i >= 0; --i) {
+    st[i] = acc;
+    acc *= std::max<int64_t>(sizes[i], 1);
+  }
+  return st;
+}
+
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
+  int64_t n = std::max<int64_t>(ndim, 1);
+  MT_CHECK(dim >= -n && dim < n, op, "dimension ", dim, " out of range for a tensor of ", ndim,
+           " dimensions (expected in [", -n, ", ", n - 1, "])");
+  return dim < 0 ? dim + n : dim;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    MT_CHECK(da == db || da == 1 || db == 1, op, "shapes ", shape_str(a), " and ", shape_str(b),
+             " cannot be broadcast together (dimension ", i, ": ", da, " vs ", db, ")");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+std::vector<int64_t> reduction_dims(const Shape& dims, int64_t ndim, const char* op) {
+  std::vector<int64_t> out;
+  if (dims.empty()) {
+    for (int64_t i = 0; i < ndim; ++i) out.push_back(i);
+    return out;
+  }
+  for (int64_t d : dims) out.push_back(wrap_dim(d, ndim, op));
+  std::sort(out.begin(), out.end());
+  MT_CHECK(std::adjacent_find(out.begin(), out.end()) == out.end(), op, "dimension repeated in ",
+           shape_str(dims));
+  if (ndim == 0) out.clear();
+  return out;
+}
+
+Shape broadcast_strides(const Shape& sizes, const Shape& strides, const Shape& target) {
+  Shape out(target.size(), 0);
+  size_t lead = target.size() - sizes.size();
+  for (size_t i = 0; i < sizes.size(); ++i)
+    out[lead + i] = (sizes[i] == 1 && target[lead + i] != 1) ? 0 : strides[i];
+  return out;
+}
+
+}  // namespace mantissa

@@ -1,0 +1,23 @@
+// Shape, stride and broadcasting arithmetic shared by every op.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mantissa {
+
+using Shape = std::vector<int64_t>;
+
+std::string shape_str(const Shape& s);  // "[2, 3]"
+int64_t shape_numel(const Shape& s);
+Shape contiguous_strides(const Shape& sizes);
+// Wraps a possibly negative dim into [0, ndim); throws naming `op` when out of range.
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+// The broadcast of two shapes (NumPy rules); throws naming `op` and both shapes.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+// Sorted, wrapped, de-duplicated reduction dims; empty input means all dims.
+std::vector<int64_t> reduction_dims(const Shape& dims, int64_t ndim, const char* op);
+// Strides that view a tensor of (sizes, strides) as broadcast to `target` (0 for broadcast dims).
+Shape broadcast_strides(const Shape& sizes, const Shape& strides, const Shape& target);
+
+}  // namespace mantissa

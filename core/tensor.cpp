@@ -1,0 +1,213 @@
+#include "core/tensor.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/backend.h"
+#include "core/error.h"
+#include "core/half.h"
+#include "core/shape.h"
+
+namespace mantissa {
+
+int64_t TensorImpl::numel() const { return shape_numel(sizes); }
+
+bool TensorImpl::is_contiguous() const {
+  int64_t expected = 1;
+  for (int64_t i = int64_t(sizes.size()) - 1; i >= 0; --i) {
+    if (sizes[i] == 1) continue;
+    if (strides[i] != expected) return false;
+    expected *= sizes[i];
+  }
+  return true;
+}
+
+namespace {
+const TensorImpl& checked(const std::shared_ptr<TensorImpl>& p) {
+  if (!p) throw Error("tensor: operation on an undefined tensor");
+  return *p;
+}
+}  // namespace
+
+const Shape& Tensor::sizes() const { return checked(impl_).sizes; }
+const Shape& Tensor::strides() const { return checked(impl_).strides; }
+int64_t Tensor::size(int64_t d) const { return sizes()[wrap_dim(d, dim(), "size")]; }
+int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
+int64_t Tensor::dim() const { return int64_t(sizes().size()); }
+int64_t Tensor::numel() const { return checked(impl_).numel(); }
+int64_t Tensor::offset() const { return checked(impl_).offset; }
+DType Tensor::dtype() const { return checked(impl_).dtype; }
+Device Tensor::device() const { return checked(impl_).storage->device; }
+bool Tensor::is_contiguous() const { return checked(impl_).is_contiguous(); }
+std::string Tensor::shape_str() const { return mantissa::shape_str(sizes()); }
+uint64_t Tensor::version() const { return checked(impl_).storage->version; }
+void Tensor::bump_version() const { ++checked(impl_).storage->version; }
+void* Tensor::raw_data() const { return checked(impl_).data(); }
+
+Tensor make_tensor(const Shape& shape, DType dtype, Device device) {
+  for (int64_t s : shape) MT_CHECK(s >= 0, "empty", "negative dimension in shape ", mantissa::shape_str(shape));
+  auto impl = std::make_shared<TensorImpl>();
+  int64_t n = shape_numel(shape);
+  impl->storage = std::make_shared<Storage>(size_t(n) * element_size(dtype), device);
+  impl->sizes = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor make_view(const Tensor& base, const Shape& sizes, const Shape& strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = base.impl()->storage;
+  impl->sizes = sizes;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  return Tensor(std::move(impl));
+}
+
+// ---------------------------------------------------------------- factories
+
+namespace {
+Tensor with_grad(Tensor t, const TensorOptions& o) {
+  if (o.requires_grad) t.requires_grad_(true);
+  return t;
+}
+}  // namespace
+
+Tensor empty(const Shape& shape, const TensorOptions& o) {
+  return with_grad(make_tensor(shape, o.dtype, o.device), o);
+}
+
+Tensor full(const Shape& shape, const Scalar& value, const TensorOptions& o) {
+  Tensor t = make_tensor(shape, o.dtype, o.device);
+  backend_for(o.device).fill(t, value);
+  return with_grad(t, o);
+}
+
+Tensor zeros(const Shape& shape, const TensorOptions& o) { return full(shape, 0, o); }
+Tensor ones(const Shape& shape, const TensorOptions& o) { return full(shape, 1, o); }
+Tensor scalar_tensor(const Scalar& v, const TensorOptions& o) { return full({}, v, o); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), {t.dtype(), t.device()}); }
+Tensor ones_like(const Tensor& t) { return ones(t.sizes(), {t.dtype(), t.device()}); }
+Tensor empty_like(const Tensor& t) { return empty(t.sizes(), {t.dtype(), t.device()}); }
+Tensor full_like(const Tensor& t, const Scalar& v) { return full(t.sizes(), v, {t.dtype(), t.device()}); }
+
+Tensor arange(double start, double end, double step, const TensorOptions& o) {
+  MT_CHECK(step != 0, "arange", "step must be nonzero");
+  MT_CHECK((end - start) / step >= 0, "arange", "range [", start, ", ", end, ") is empty in the direction of step ", step);
+  int64_t n = int64_t(std::ceil((end - start) / step));
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = start + double(i) * step;
+  return from_vector(v, {n}, o);
+}
+
+Tensor arange(int64_t end, const TensorOptions& o) { return arange(0, double(end), 1, o); }
+
+Tensor linspace(double start, double end, int64_t steps, const TensorOptions& o) {
+  MT_CHECK(steps >= 0, "linspace", "number of steps must be non-negative, got ", steps);
+  std::vector<double> v(steps);
+  double step = steps > 1 ? (end - start) / double(steps - 1) : 0.0;
+  // Fill from both ends, as PyTorch does, so the last value is exactly `end`.
+  for (int64_t i = 0; i < steps; ++i)
+    v[i] = i < steps / 2 ? start + step * double(i) : end - step * double(steps - 1 - i);
+  return from_vector(v, {steps}, o);
+}
+
+Tensor eye(int64_t n, const TensorOptions& o) {
+  MT_CHECK(n >= 0, "eye", "n must be non-negative, got ", n);
+  std::vector<double> v(size_t(n * n), 0.0);
+  for (int64_t i = 0; i < n; ++i) v[size_t(i * n + i)] = 1.0;
+  return from_vector(v, {n, n}, o);
+}
+
+namespace {
+template <typename T>
+constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return DType::Float32;
+  else if constexpr (std::is_same_v<T, double>) return DType::Float64;
+  else if constexpr (std::is_same_v<T, Half>) return DType::Float16;
+  else if constexpr (std::is_same_v<T, BFloat16>) return DType::BFloat16;
+  else if constexpr (std::is_same_v<T, int64_t>) return DType::Int64;
+  else if constexpr (std::is_same_v<T, int32_t>) return DType::Int32;
+  else if constexpr (std::is_same_v<T, uint8_t>) return DType::UInt8;
+  else if constexpr (std::is_same_v<T, bool>) return DType::Bool;
+  else static_assert(sizeof(T) == 0, "unsupported element type");
+}
+}  // namespace
+
+Tensor from_blob(const void* data, const Shape& shape, DType dtype, const TensorOptions& o) {
+  Tensor src = make_tensor(shape, dtype, Device::cpu());
+  if (src.nbytes()) std::memcpy(src.raw_data(), data, src.nbytes());
+  Tensor out = src;
+  if (o.dtype != dtype || o.device != Device::cpu()) {
+    out = make_tensor(shape, o.dtype, o.device);
+    out.copy_(src);
+  }
+  return with_grad(out, o);
+}
+
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape_in, const TensorOptions& o) {
+  Shape shape = shape_in.empty() ? Shape{int64_t(values.size())} : shape_in;  // default: 1-D
+  MT_CHECK(shape_numel(shape) == int64_t(values.size()), "from_vector", "shape ", shape_str(shape),
+           " needs ", shape_numel(shape), " values but ", values.size(), " were given");
+  if constexpr (std::is_same_v<T, bool>) {
+    std::vector<uint8_t> bytes(values.begin(), values.end());
+    return from_blob(bytes.data(), shape, DType::Bool, o);
+  } else {
+    return from_blob(values.data(), shape, dtype_of<T>(), o);
+  }
+}
+
+template Tensor from_vector(const std::vector<float>&, const Shape&, const TensorOptions&);
+template Tensor from_vector(const std::vector<double>&, const Shape&, const TensorOptions&);
+template Tensor from_vector(const std::vector<int64_t>&, const Shape&, const TensorOptions&);
+template Tensor from_vector(const std::vector<int32_t>&, const Shape&, const TensorOptions&);
+template Tensor from_vector(const std::vector<uint8_t>&, const Shape&, const TensorOptions&);
+template Tensor from_vector(const std::vector<bool>&, const Shape&, const TensorOptions&);
+template Tensor from_vector(const std::vector<Half>&, const Shape&, const TensorOptions&);
+template Tensor from_vector(const std::vector<BFloat16>&, const Shape&, const TensorOptions&);
+
+// ---------------------------------------------------------------- element access
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  constexpr DType want = dtype_of<T>();
+  Tensor host = make_tensor(sizes(), want, Device::cpu());
+  cpu_backend().copy(device().is_cpu() ? *this : this->to(Device::cpu()), host);
+  std::vector<T> out(static_cast<size_t>(numel()));
+  if (!out.empty()) std::memcpy(static_cast<void*>(out.data()), host.raw_data(), host.nbytes());
+  return out;
+}
+
+template <typename T>
+T Tensor::item() const {
+  MT_CHECK(numel() == 1, "item", "a tensor with ", numel(), " elements (shape ", shape_str(),
+           ") cannot be converted to a scalar");
+  return to_vector<T>()[0];
+}
+
+template <>
+std::vector<bool> Tensor::to_vector<bool>() const {
+  std::vector<uint8_t> b = to_vector<uint8_t>();
+  return std::vector<bool>(b.begin(), b.end());
+}
+template <>
+bool Tensor::item<bool>() const {
+  MT_CHECK(numel() == 1, "item", "a tensor with ", numel(), " elements cannot be converted to a scalar");
+  return to_vector<uint8_t>()[0] != 0;
+}
+
+#define MT_INSTANTIATE_ACCESS(T)                     \
+  template std::vector<T> Tensor::to_vector<T>() const; \
+  template T Tensor::item<T>() const;
+MT_INSTANTIATE_ACCESS(float)
+MT_INSTANTIATE_ACCESS(double)
+MT_INSTANTIATE_ACCESS(int64_t)
+MT_INSTANTIATE_ACCESS(int32_t)
+MT_INSTANTIATE_ACCESS(uint8_t)
+MT_INSTANTIATE_ACCESS(Half)
+MT_INSTANTIATE_ACCESS(BFloat16)
+#undef MT_INSTANTIATE_ACCESS
+
+}  // namespace mantissa
