@@ -18,7 +18,11 @@ struct MasterCastNode final : autograd::Node {
   DType master_dtype;
   explicit MasterCastNode(DType t) : master_dtype(t) {}
   std::string name() const override { return "MasterCastBackward"; }
-  std::vector<Tensor> apply(const Tensor& g) override { return {g.to(master_dtype)}; }
+  // Without a graph of the backward, the fp16 gradient goes to the master's
+  // AccumulateGrad as is: it converts while accumulating (one pass, not two).
+  std::vector<Tensor> apply(const Tensor& g) override {
+    return {GradMode::is_enabled() ? g.to(master_dtype) : g};
+  }
 };
 
 bool is_param(const Tensor& t) { return t.is_leaf() && t.requires_grad(); }

@@ -22,12 +22,13 @@ namespace autograd {
 namespace {
 std::atomic<uint64_t> g_sequence{0};
 thread_local Node* t_current_node = nullptr;
-thread_local GradAccumulationObserver* t_observer = nullptr;
+thread_local FoundInfSink* t_sink = nullptr;
 }  // namespace
 
 Node::Node() : sequence(g_sequence++) {}
 Node* current_node() { return t_current_node; }
-void set_grad_accumulation_observer(GradAccumulationObserver* o) { t_observer = o; }
+void set_found_inf_sink(FoundInfSink* sink) { t_sink = sink; }
+FoundInfSink* found_inf_sink() { return t_sink; }
 
 AutogradMeta& meta(const Tensor& t) {
   MT_CHECK(t.defined(), "autograd", "undefined tensor");
@@ -78,20 +79,15 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_in) {
     m.grad = m.grad.defined() ? m.grad + gc : gc;
     return {};
   }
-  if (t_observer) {
-    m.grad = t_observer->accumulate(m.grad, g);
-    return {};
-  }
-  if (!m.grad.defined()) {
-    // A private copy: `g` may be shared with other gradients or with the user's seed.
-    Tensor fresh = make_tensor(leaf.sizes(), leaf.dtype(), leaf.device());
-    backend_for(leaf.device()).copy(g, fresh);
-    m.grad = fresh;
-  } else {
-    Tensor src = g.dtype() == m.grad.dtype() ? g : launch::cast(g, m.grad.dtype());
-    backend_for(leaf.device()).binary(BinaryOp::Add, m.grad, src, m.grad);
-    m.grad.bump_version();
-  }
+  // One fused pass: convert (fp16 -> fp32 for AMP masters), accumulate, check finiteness.
+  const bool init = !m.grad.defined();
+  if (init) m.grad = make_tensor(leaf.sizes(), leaf.dtype(), leaf.device());
+  else if (!m.grad.is_contiguous()) m.grad = launch::contiguous(m.grad);
+  MT_CHECK(g.device() == leaf.device(), "backward", "gradient on ", g.device().str(), " for a leaf on ",
+           leaf.device().str());
+  Tensor flag = t_sink ? t_sink->flag_for(leaf.device()) : Tensor();
+  backend_for(leaf.device()).accumulate_grad(g, m.grad, init, flag);
+  if (!init) m.grad.bump_version();
   return {};
 }
 

@@ -109,13 +109,15 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
                          bool create_graph = false, bool allow_unused = false);
 
-// Called by AccumulateGrad for every gradient written into a leaf: GradScaler uses it
-// to raise its found-inf flag during accumulation rather than in a separate pass.
-struct GradAccumulationObserver {
-  virtual ~GradAccumulationObserver() = default;
-  // Writes dst (+)= src converted to dst's dtype (dst undefined: returns a new tensor).
-  virtual Tensor accumulate(const Tensor& dst, const Tensor& src) = 0;
+// Where AccumulateGrad raises the non-finite flag while it accumulates leaf gradients.
+// amp::GradScaler installs one for the duration of scaler.backward(), so the overflow
+// check costs no extra pass over the gradients.
+struct FoundInfSink {
+  virtual ~FoundInfSink() = default;
+  // A float32 [1] flag on `device`; set to 1 when a non-finite gradient is accumulated.
+  virtual Tensor flag_for(Device device) = 0;
 };
-void set_grad_accumulation_observer(GradAccumulationObserver* observer);  // thread-local
+void set_found_inf_sink(FoundInfSink* sink);  // thread-local; null to remove
+FoundInfSink* found_inf_sink();
 
 }  // namespace mantissa::autograd

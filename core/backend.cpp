@@ -12,7 +12,8 @@ const Backend* cuda_backend();  // cuda/backend.cpp
 const Backend& cpu_backend() {
   static const Backend table{cpu::copy,   cpu::fill,    cpu::unary,        cpu::binary,
                              cpu::where,  cpu::reduce,  cpu::var_mean,     cpu::softmax,
-                             cpu::matmul, cpu::index_select, cpu::gather, cpu::scatter_add};
+                             cpu::matmul, cpu::index_select, cpu::gather, cpu::scatter_add,
+                             cpu::accumulate_grad};
   return table;
 }
 

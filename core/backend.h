@@ -51,6 +51,10 @@ struct Backend {
   void (*gather)(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out);
   // out[..index[i][j]..] += src[i][j] along dim; out contiguous, accumulated in place.
   void (*scatter_add)(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+  // dst (contiguous, floating) = (init ? 0 : dst) + convert(src); src has dst's shape, any
+  // floating dtype and strides. When found_inf (float32 [1], same device) is defined, it is
+  // set to 1 if any src value is inf or NaN; it is never cleared here.
+  void (*accumulate_grad)(const Tensor& src, const Tensor& dst, bool init, const Tensor& found_inf);
 };
 
 // The kernels for a device; throws mantissa::Error when the device is not available.

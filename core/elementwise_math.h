@@ -134,35 +134,67 @@ struct UnscaleAndCheck {
   }
 };
 
-// One Adam/AdamW update of a single element; all moments in fp32.
-struct AdamUpdate {
-  float lr, beta1, beta2, eps, weight_decay;
-  float bias_correction1, bias_correction2;  // 1 - beta^t
-  bool decoupled;                            // AdamW: decay the weight, not the gradient
-  MT_HOST_DEVICE void operator()(float& w, float g, float& m, float& v) const {
-    if (weight_decay != 0.0f) {
-      if (decoupled) w -= lr * weight_decay * w;
-      else g += weight_decay * w;
-    }
-    m = beta1 * m + (1.0f - beta1) * g;
-    v = beta2 * v + (1.0f - beta2) * g * g;
-    float denom = std::sqrt(v / bias_correction2) + eps;
-    w -= (lr / bias_correction1) * m / denom;
+// Gradient accumulation into an fp32 (or fp64) master gradient that raises a flag on
+// inf/NaN: the GradScaler's overflow check rides on this pass instead of a separate one.
+struct AccumulateAndCheck {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T acc, T g, bool& found_inf) const {
+    if (!(g - g == T(0))) found_inf = true;
+    return acc + g;
   }
 };
 
-// One SGD update with optional momentum / dampening / nesterov / weight decay.
-struct SgdUpdate {
-  float lr, momentum, dampening, weight_decay;
-  bool nesterov, first_step;
-  MT_HOST_DEVICE void operator()(float& w, float g, float& buf) const {
-    if (weight_decay != 0.0f) g += weight_decay * w;
-    if (momentum != 0.0f) {
-      buf = first_step ? g : momentum * buf + (1.0f - dampening) * g;
+// The optimizer functors below are applied per element by the fused step launchers
+// (optim/fused_step.h on the CPU): the launcher reads the gradient, multiplies it by the
+// GradScaler's inverse scale, calls the functor on the master weight and its state, and
+// writes the rounded weight into the AMP working copy. T is the master's type (float, or
+// double for fp64 parameters). Every per-step scalar (1 - beta, lr / (1 - beta1^t), ...)
+// is computed on the host in double and rounded to T once, as PyTorch does, so the
+// per-element arithmetic follows torch.optim's operation order.
+
+// One Adam/AdamW update of a single element.
+template <typename T>
+struct AdamUpdateT {
+  T beta1, beta2, one_minus_beta1, one_minus_beta2, eps;
+  T weight_decay;           // Adam: L2 term added to the gradient (0: off)
+  T decay_factor;           // AdamW: w *= 1 - lr * weight_decay before the update (1: off)
+  T step_size;              // lr / (1 - beta1^t)
+  T bias_correction2_sqrt;  // sqrt(1 - beta2^t)
+  bool maximize, amsgrad;
+  // m, v: first and second moments; vmax: running max of v (touched only with amsgrad).
+  MT_HOST_DEVICE void operator()(T& w, T g, T& m, T& v, T& vmax) const {
+    if (maximize) g = -g;
+    if (weight_decay != T(0)) g += weight_decay * w;
+    w *= decay_factor;
+    m = m * beta1 + one_minus_beta1 * g;
+    v = v * beta2 + one_minus_beta2 * g * g;
+    T second = v;
+    if (amsgrad) {
+      vmax = vmax > v ? vmax : v;
+      second = vmax;
+    }
+    T denom = std::sqrt(second) / bias_correction2_sqrt + eps;
+    w -= step_size * m / denom;
+  }
+};
+using AdamUpdate = AdamUpdateT<float>;
+
+// One SGD update with optional momentum / dampening / nesterov / weight decay / maximize.
+// On a parameter's first step with momentum the buffer starts as the gradient (PyTorch).
+template <typename T>
+struct SgdUpdateT {
+  T lr, momentum, one_minus_dampening, weight_decay;
+  bool nesterov, maximize, first_step;
+  MT_HOST_DEVICE void operator()(T& w, T g, T& buf) const {
+    if (maximize) g = -g;
+    if (weight_decay != T(0)) g += weight_decay * w;
+    if (momentum != T(0)) {
+      buf = first_step ? g : buf * momentum + one_minus_dampening * g;
       g = nesterov ? g + momentum * buf : buf;
     }
     w -= lr * g;
   }
 };
+using SgdUpdate = SgdUpdateT<float>;
 
 }  // namespace mantissa::math

@@ -15,4 +15,5 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& out);
 void index_select(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out);
 void gather(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out);
 void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+void accumulate_grad(const Tensor& src, const Tensor& dst, bool init, const Tensor& found_inf);
 }  // namespace mantissa::cpu

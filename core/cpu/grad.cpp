@@ -1,0 +1,36 @@
+// Gradient accumulation into leaves, with the GradScaler's non-finite check fused in.
+#include "core/cpu/kernels.h"
+#include "core/cpu/loops.h"
+#include "core/elementwise_math.h"
+
+namespace mantissa::cpu {
+
+void accumulate_grad(const Tensor& src, const Tensor& dst, bool init, const Tensor& found_inf) {
+  dispatch_floating(src.dtype(), "accumulate_grad", [&]<typename S>() {
+    dispatch_floating(dst.dtype(), "accumulate_grad", [&]<typename D>() {
+      using Acc = std::conditional_t<std::is_same_v<D, double>, double, float>;
+      const S* x = static_cast<const S*>(src.raw_data());
+      D* y = static_cast<D*>(dst.raw_data());
+      const Shape st = broadcast_strides(src.sizes(), src.strides(), dst.sizes());
+      const math::AccumulateAndCheck op;
+      bool bad = false;
+      // Each thread keeps its own flag; they are OR-ed once at the end.
+      for_each_row<2>(dst.sizes(), {dst.strides(), st}, [&](auto off, int64_t n, auto s) {
+        bool local = false;
+        D* yo = y + off[0];
+        const S* xo = x + off[1];
+        for (int64_t i = 0; i < n; ++i) {
+          Acc acc = init ? Acc(0) : cast_to<Acc>(yo[i * s[0]]);
+          yo[i * s[0]] = cast_to<D>(op(acc, cast_to<Acc>(xo[i * s[1]]), local));
+        }
+        if (local) {
+#pragma omp atomic write
+          bad = true;
+        }
+      });
+      if (bad && found_inf.defined()) *static_cast<float*>(found_inf.raw_data()) = 1.0f;
+    });
+  });
+}
+
+}  // namespace mantissa::cpu
