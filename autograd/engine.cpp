@@ -211,7 +211,12 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
       Tensor r = h(g);
       if (r.defined()) g = r;
     }
-    if (auto kept = node->retained.lock()) meta(Tensor(kept)).grad = create_graph ? g : g.detach();
+    if (auto kept = node->retained.lock(); kept && g.defined()) {
+      // Like a leaf's .grad: a private copy (not the seed) that accumulates over backward calls.
+      Tensor& kg = meta(Tensor(kept)).grad;
+      Tensor gi = create_graph ? g : g.detach().clone();
+      kg = kg.defined() ? kg + gi : gi;
+    }
     auto cap = capture.find(node.get());
     if (cap != capture.end()) captured[cap->second] = g;
     std::vector<Tensor> grads;

@@ -25,6 +25,9 @@
 
 #include "autograd/autocast.h"
 #include "autograd/node.h"
+#include "autograd/ops.h"
+#include "core/error.h"
+#include "core/shape.h"
 
 namespace mantissa::autograd {
 
@@ -74,9 +77,28 @@ struct Function {
       // The forward may return an input or a view of one: give the node its own output.
       if (!out.is_leaf() || out.requires_grad()) out = out.detach();
       ctx->freeze(out);
-      record(Derived::name, inputs, out, [ctx](const Tensor& g, const std::vector<bool>& needs) {
+      std::vector<Shape> shapes;
+      for (const Tensor& t : inputs) shapes.push_back(t.sizes());
+      record(Derived::name, inputs, out, [ctx, shapes](const Tensor& g, const std::vector<bool>& needs) {
         ctx->needs_input_grad = needs;
-        return Derived::backward(*ctx, g);
+        std::vector<Tensor> grads = Derived::backward(*ctx, g);
+        // A wrong count or shape from user code must not reach the engine (it would mis-accumulate).
+        MT_CHECK(grads.size() == shapes.size(), Derived::name, "backward returned ", grads.size(),
+                 " gradients but forward took ", shapes.size(), " tensors");
+        for (size_t i = 0; i < grads.size(); ++i) {
+          if (!needs[i] || !grads[i].defined() || grads[i].sizes() == shapes[i]) continue;
+          // As in PyTorch, a gradient of a broadcast shape of the input is summed back to it.
+          const Shape& gs = grads[i].sizes();
+          bool expandable = shapes[i].size() <= gs.size();
+          for (size_t d = 0; expandable && d < shapes[i].size(); ++d) {
+            int64_t s = shapes[i][shapes[i].size() - 1 - d];
+            expandable = s == 1 || s == gs[gs.size() - 1 - d];
+          }
+          MT_CHECK(expandable, Derived::name, "backward returned a gradient of shape ", grads[i].shape_str(),
+                   " for input ", i, " of shape ", shape_str(shapes[i]));
+          grads[i] = sum_to(grads[i], shapes[i]);
+        }
+        return grads;
       });
     }
     return out;

@@ -21,11 +21,12 @@ inline DType float_type(DType t) { return is_floating(t) ? t : DType::Float32; }
 DType result_type(const Tensor& a, const Tensor& b);
 
 // Brings a gradient back to an input's shape (undoing broadcasting) and dtype.
-inline Tensor grad_for(const Tensor& g, const Tensor& input) {
+inline Tensor grad_for(const Tensor& g, const Shape& shape, DType dtype) {
   if (!g.defined()) return g;
-  Tensor r = g.sizes() == input.sizes() ? g : sum_to(g, input.sizes());
-  return r.dtype() == input.dtype() ? r : r.to(input.dtype());
+  Tensor r = g.sizes() == shape ? g : sum_to(g, shape);
+  return r.dtype() == dtype ? r : r.to(dtype);
 }
+inline Tensor grad_for(const Tensor& g, const Tensor& input) { return grad_for(g, input.sizes(), input.dtype()); }
 
 // "op: tensors of shape [..] (float32) and [..] (float16)" for error messages.
 std::string describe(std::initializer_list<Tensor> ts);

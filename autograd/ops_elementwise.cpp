@@ -19,10 +19,11 @@ int category(DType t) { return t == DType::Bool ? 0 : (is_integral(t) ? 1 : 2); 
 DType result_type(const Tensor& a, const Tensor& b) {
   bool za = a.dim() == 0, zb = b.dim() == 0;
   if (za != zb) {
+    // The 0-dim operand counts only when its category (bool < integer < floating) is higher,
+    // and then with its own dtype (torch.result_type); wrap_scalar gives Python scalars theirs.
     const Tensor& z = za ? a : b;
     const Tensor& t = za ? b : a;
-    if (category(z.dtype()) <= category(t.dtype())) return t.dtype();
-    return promote_with_scalar(t.dtype(), is_floating(z.dtype()));
+    return category(z.dtype()) <= category(t.dtype()) ? t.dtype() : z.dtype();
   }
   return promote_types(a.dtype(), b.dtype());
 }
@@ -300,10 +301,14 @@ Tensor mul(const Tensor& a0, const Tensor& b0) {
   const Tensor &a = in[0], &b = in[1];
   Tensor y = arith("mul", BinaryOp::Mul, a, b);
   if (needs_grad({a, b})) {
-    record("MulBackward", {a, b}, y, [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g, auto& need) {
-      Tensor a = sa.unpack(), b = sb.unpack();
-      return Grads{need[0] ? grad_for(g * b, a) : Tensor(), need[1] ? grad_for(g * a, b) : Tensor()};
-    });
+    // Each operand is saved only when the other's gradient needs it (as in PyTorch), so
+    // `y.mul_(c)` on a non-leaf does not invalidate its own node.
+    record("MulBackward", {a, b}, y,
+           [sa = SavedTensor(b.requires_grad() ? a : Tensor()), sb = SavedTensor(a.requires_grad() ? b : Tensor()),
+            sza = a.sizes(), ta = a.dtype(), szb = b.sizes(), tb = b.dtype()](const Tensor& g, auto& need) {
+             return Grads{need[0] ? grad_for(g * sb.unpack(), sza, ta) : Tensor(),
+                          need[1] ? grad_for(g * sa.unpack(), szb, tb) : Tensor()};
+           });
   }
   return y;
 }
@@ -313,10 +318,14 @@ Tensor div(const Tensor& a0, const Tensor& b0) {
   const Tensor &a = in[0], &b = in[1];
   Tensor y = arith("div", BinaryOp::Div, a, b);
   if (needs_grad({a, b})) {
-    record("DivBackward", {a, b}, y, [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g, auto& need) {
-      Tensor a = sa.unpack(), b = sb.unpack();
-      return Grads{need[0] ? grad_for(g / b, a) : Tensor(), need[1] ? grad_for(-(g * a) / (b * b), b) : Tensor()};
-    });
+    // a is needed only for b's gradient (see mul).
+    record("DivBackward", {a, b}, y,
+           [sa = SavedTensor(b.requires_grad() ? a : Tensor()), sb = SavedTensor(b), sza = a.sizes(), ta = a.dtype()](
+               const Tensor& g, auto& need) {
+             Tensor b = sb.unpack();
+             return Grads{need[0] ? grad_for(g / b, sza, ta) : Tensor(),
+                          need[1] ? grad_for(-(g * sa.unpack()) / (b * b), b) : Tensor()};
+           });
   }
   return y;
 }

@@ -16,11 +16,13 @@ void check_writable(const char* op, const Tensor& self, const Tensor& result) {
            " can't be cast to the desired output type ", dtype_name(self.dtype()));
 }
 
-// Writes `result` into `self`, taking over its autograd history when it has one.
+// Writes `result` into `self`, taking over its autograd history when it has one. A result
+// without history (copy_ of a constant) cuts self off from its old history instead.
 Tensor& assign_inplace(const char* op, Tensor& self, const Tensor& result) {
   check_writable(op, self, result);
   const bool tracked = result.requires_grad() && GradMode::is_enabled();
-  if (tracked) {
+  const bool detached = !tracked && self.requires_grad() && GradMode::is_enabled();
+  if (tracked || detached) {
     MT_CHECK(!(self.is_leaf() && self.requires_grad()), op,
              "a leaf tensor that requires grad is being used in an in-place operation (shape ", self.shape_str(), ")");
     const auto* m = autograd::meta_if(self);
@@ -31,10 +33,10 @@ Tensor& assign_inplace(const char* op, Tensor& self, const Tensor& result) {
   }
   backend_for(self.device()).copy(result, self);
   self.bump_version();
-  if (tracked) {
+  if (tracked || detached) {
     auto& m = autograd::meta(self);
-    m.requires_grad = true;
-    m.grad_fn = result.grad_fn();
+    m.requires_grad = tracked;
+    m.grad_fn = tracked ? result.grad_fn() : nullptr;
   }
   return self;
 }
@@ -56,7 +58,9 @@ Tensor& binary_inplace(const char* op, Tensor& self, const Tensor& other, Binary
     self.bump_version();
     return self;
   }
-  return assign_inplace(op, self, outofplace(self, other));
+  // mul/div save self for other's gradient: give them a copy that the write below leaves intact.
+  const bool saves_self = (kind == BinaryOp::Mul || kind == BinaryOp::Div) && other.requires_grad();
+  return assign_inplace(op, self, outofplace(saves_self ? self.clone() : self, other));
 }
 
 Tensor add_plain(const Tensor& a, const Tensor& b) { return add(a, b); }
@@ -81,7 +85,8 @@ Tensor& Tensor::clamp_(const Scalar& lo, const Scalar& hi) {
     bump_version();
     return *this;
   }
-  return assign_inplace("clamp_", *this, clamp(*this, lo, hi));
+  // clamp saves its input for backward: hand it a copy that the write below leaves intact.
+  return assign_inplace("clamp_", *this, clamp(clone(), lo, hi));
 }
 
 Tensor& Tensor::masked_fill_(const Tensor& mask, const Scalar& value) {

@@ -1,4 +1,7 @@
 # The CUDA backend, compiled when MANTISSA_CUDA is ON, or AUTO and the toolkit is found.
+# Host files (cuda/*.cpp) are compiled by the C++ compiler into `mantissa` with its warning
+# flags plus -Werror; device files (cuda/*.cu) go through nvcc in an object library, since
+# nvcc rejects the host-only flags that `mantissa` carries (-Wall, -march=native).
 set(MANTISSA_WITH_CUDA OFF)
 if(NOT MANTISSA_CUDA STREQUAL "OFF")
   if(NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
@@ -13,17 +16,56 @@ if(NOT MANTISSA_CUDA STREQUAL "OFF")
   endif()
 endif()
 
+# Plain-C++ headers of cuda/ (no CUDA includes; inline no-ops without CUDA) are public.
+install(FILES cuda/cuda_api.h cuda/profiler.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mantissa/cuda)
+
 if(MANTISSA_WITH_CUDA)
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-    set(CMAKE_CUDA_ARCHITECTURES 80 90)
+    set(CMAKE_CUDA_ARCHITECTURES 80 90)  # A100, H100/H200; override with -DCMAKE_CUDA_ARCHITECTURES=...
   endif()
   enable_language(CUDA)
+  # CMake 3.25 predates nvcc's C++20 support and would refuse CUDA_STANDARD 20 (which it
+  # derives from CXX_STANDARD); tell it the flag.
+  if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION AND CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12.0)
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  endif()
   set(CMAKE_CUDA_STANDARD 20)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   find_package(CUDAToolkit REQUIRED)
-  file(GLOB MANTISSA_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/cuda/*.cpp ${CMAKE_CURRENT_SOURCE_DIR}/cuda/*.cu)
-  target_sources(mantissa PRIVATE ${MANTISSA_CUDA_SOURCES})
+
+  # cuDNN 9 ships inside the toolkit tree here, or as Debian/NVIDIA packages elsewhere.
+  find_path(MANTISSA_CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/include /usr/include/x86_64-linux-gnu)
+  find_library(MANTISSA_CUDNN_LIBRARY cudnn
+    HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib /usr/lib/x86_64-linux-gnu)
+
+  file(GLOB MANTISSA_CUDA_HOST_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/cuda/*.cpp)
+  file(GLOB MANTISSA_CUDA_DEVICE_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/cuda/*.cu)
+
+  add_library(mantissa_cuda_kernels OBJECT ${MANTISSA_CUDA_DEVICE_SOURCES})
+  target_include_directories(mantissa_cuda_kernels PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+  target_compile_definitions(mantissa_cuda_kernels PRIVATE MANTISSA_WITH_CUDA)
+  target_link_libraries(mantissa_cuda_kernels PRIVATE CUDA::cudart)
+  target_compile_options(mantissa_cuda_kernels PRIVATE
+    # 186: "pointless comparison of unsigned integer with zero", from the shared generic
+    # functors (x < T(0)) instantiated for uint8.
+    $<$<COMPILE_LANGUAGE:CUDA>:--Werror=all-warnings -diag-suppress=186 -Xcompiler=-Wall,-Wextra,-fno-math-errno>)
+  set_target_properties(mantissa_cuda_kernels PROPERTIES POSITION_INDEPENDENT_CODE ON)
+
+  # The objects are linked into mantissa itself, so the installed/exported target needs
+  # no extra library.
+  target_sources(mantissa PRIVATE ${MANTISSA_CUDA_HOST_SOURCES} $<TARGET_OBJECTS:mantissa_cuda_kernels>)
+  set_source_files_properties(${MANTISSA_CUDA_HOST_SOURCES} PROPERTIES COMPILE_OPTIONS -Werror)
   target_compile_definitions(mantissa PUBLIC MANTISSA_WITH_CUDA)
-  target_link_libraries(mantissa PRIVATE CUDA::cudart CUDA::cublas)
+  target_link_libraries(mantissa PRIVATE CUDA::cudart CUDA::cublas CUDA::cublasLt CUDA::nvtx3)
+  if(MANTISSA_CUDNN_INCLUDE_DIR AND MANTISSA_CUDNN_LIBRARY)
+    target_include_directories(mantissa PRIVATE ${MANTISSA_CUDNN_INCLUDE_DIR})
+    target_link_libraries(mantissa PRIVATE ${MANTISSA_CUDNN_LIBRARY})
+    target_compile_definitions(mantissa PRIVATE MANTISSA_WITH_CUDNN)
+    message(STATUS "mantissa: cuDNN ${MANTISSA_CUDNN_LIBRARY}")
+  else()
+    message(STATUS "mantissa: cuDNN not found (convolutions will use the fallback path)")
+  endif()
   message(STATUS "mantissa: CUDA backend ON (architectures ${CMAKE_CUDA_ARCHITECTURES})")
 else()
   message(STATUS "mantissa: CUDA backend OFF")

@@ -94,7 +94,8 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bo
   Shape kept;
   Tensor rows = move_dims_last(x, dims, kept);
   if (rows.size(1) == 0) {
-    MT_CHECK(op == ReduceOp::Sum || op == ReduceOp::Prod, "reduce", "cannot reduce over an empty dimension of ",
+    static const char* const kNames[] = {"sum", "prod", "max", "min", "argmax", "argmin"};
+    MT_CHECK(op == ReduceOp::Sum || op == ReduceOp::Prod, kNames[int(op)], "cannot reduce over an empty dimension of ",
              x.shape_str(), " (max/min/argmax have no identity)");
   }
   Tensor out = make_tensor(reduced_shape(x.sizes(), dims, keepdim), out_dtype, x.device());

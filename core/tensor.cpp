@@ -107,9 +107,10 @@ Tensor linspace(double start, double end, int64_t steps, const TensorOptions& o)
   MT_CHECK(steps >= 0, "linspace", "number of steps must be non-negative, got ", steps);
   std::vector<double> v(steps);
   double step = steps > 1 ? (end - start) / double(steps - 1) : 0.0;
-  // Fill from both ends, as PyTorch does, so the last value is exactly `end`.
+  // Fill from both ends, as PyTorch does, so the last value is exactly `end` (one step: `start`).
   for (int64_t i = 0; i < steps; ++i)
     v[i] = i < steps / 2 ? start + step * double(i) : end - step * double(steps - 1 - i);
+  if (steps == 1) v[0] = start;
   return from_vector(v, {steps}, o);
 }
 
@@ -159,14 +160,23 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape_in, const Te
   }
 }
 
-template Tensor from_vector(const std::vector<float>&, const Shape&, const TensorOptions&);
-template Tensor from_vector(const std::vector<double>&, const Shape&, const TensorOptions&);
-template Tensor from_vector(const std::vector<int64_t>&, const Shape&, const TensorOptions&);
-template Tensor from_vector(const std::vector<int32_t>&, const Shape&, const TensorOptions&);
-template Tensor from_vector(const std::vector<uint8_t>&, const Shape&, const TensorOptions&);
-template Tensor from_vector(const std::vector<bool>&, const Shape&, const TensorOptions&);
-template Tensor from_vector(const std::vector<Half>&, const Shape&, const TensorOptions&);
-template Tensor from_vector(const std::vector<BFloat16>&, const Shape&, const TensorOptions&);
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape) {
+  return from_vector(values, shape, {.dtype = dtype_of<T>()});
+}
+
+#define MT_INSTANTIATE_FROM_VECTOR(T)                                                    \
+  template Tensor from_vector(const std::vector<T>&, const Shape&, const TensorOptions&); \
+  template Tensor from_vector(const std::vector<T>&, const Shape&);
+MT_INSTANTIATE_FROM_VECTOR(float)
+MT_INSTANTIATE_FROM_VECTOR(double)
+MT_INSTANTIATE_FROM_VECTOR(int64_t)
+MT_INSTANTIATE_FROM_VECTOR(int32_t)
+MT_INSTANTIATE_FROM_VECTOR(uint8_t)
+MT_INSTANTIATE_FROM_VECTOR(bool)
+MT_INSTANTIATE_FROM_VECTOR(Half)
+MT_INSTANTIATE_FROM_VECTOR(BFloat16)
+#undef MT_INSTANTIATE_FROM_VECTOR
 
 // ---------------------------------------------------------------- element access
 

@@ -175,10 +175,13 @@ Tensor arange(double start, double end, double step = 1, const TensorOptions& op
 Tensor arange(int64_t end, const TensorOptions& opts = {.dtype = DType::Int64});
 Tensor linspace(double start, double end, int64_t steps, const TensorOptions& opts = {});
 Tensor eye(int64_t n, const TensorOptions& opts = {});
-// Copies `values` (row-major) into a new tensor of `shape` (empty: 1-D; use reshape({}) for 0-dim),
-// converting to opts.dtype.
+// Copies `values` (row-major) into a new tensor of `shape` (empty: 1-D; use reshape({}) for 0-dim).
+// Without options the dtype is T's (int64_t -> int64, double -> float64, ...); with options the
+// values are converted to opts.dtype.
 template <typename T>
-Tensor from_vector(const std::vector<T>& values, const Shape& shape = {}, const TensorOptions& opts = {});
+Tensor from_vector(const std::vector<T>& values, const Shape& shape = {});
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape, const TensorOptions& opts);
 // Copies `count` elements of `dtype` from `data` (row-major) into a new tensor.
 Tensor from_blob(const void* data, const Shape& shape, DType dtype, const TensorOptions& opts = {});
 inline Tensor tensor(std::initializer_list<float> v, const Shape& shape = {}) {

@@ -1,0 +1,57 @@
+// A console reporter that also prints, after all runs, the ratio of each Mantissa benchmark
+// to its baseline measured in the same process: ratios stay meaningful on a loaded machine
+// where absolute numbers do not.
+#pragma once
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mantissa_bench {
+
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  struct Pair {
+    std::string ours, baseline, counter;  // benchmark names (with /args) and the counter compared
+  };
+  explicit RatioReporter(std::vector<Pair> pairs) : pairs_(std::move(pairs)) {}
+
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& r : runs) {
+      // With repetitions keep the median; otherwise the single run.
+      if (r.run_type == Run::RT_Aggregate && r.aggregate_name != "median") continue;
+      for (const auto& [name, c] : r.counters) values_[r.run_name.str() + "#" + name] = c.value;
+    }
+  }
+
+  void Finalize() override {
+    ConsoleReporter::Finalize();
+    std::printf("\n%-40s %-32s %12s %12s %7s\n", "mantissa", "baseline", "ours", "baseline", "ratio");
+    for (const Pair& p : pairs_) {
+      auto a = values_.find(p.ours + "#" + p.counter), b = values_.find(p.baseline + "#" + p.counter);
+      if (a == values_.end() || b == values_.end()) continue;  // filtered out
+      std::printf("%-40s %-32s %10.2f G %10.2f G %7.2f\n", p.ours.c_str(), p.baseline.c_str(), a->second / 1e9,
+                  b->second / 1e9, a->second / b->second);
+    }
+  }
+
+ private:
+  std::vector<Pair> pairs_;
+  std::map<std::string, double> values_;
+};
+
+// main() body: runs the registered benchmarks with a RatioReporter over `pairs`.
+inline int run(int argc, char** argv, std::vector<RatioReporter::Pair> pairs) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  RatioReporter reporter(std::move(pairs));
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  return 0;
+}
+
+}  // namespace mantissa_bench

@@ -1,0 +1,102 @@
+// Fused log-softmax + NLL (cross-entropy) on the CPU, forward and backward, one row
+// of logits per task. The backward recomputes softmax from the saved logsumexp, so
+// nothing of size [M, C] is stored between the passes besides the logits themselves.
+#include <cmath>
+#include <limits>
+
+#include "core/cpu/loops.h"
+#include "core/cpu/nn_kernels.h"
+#include "core/nn_math.h"
+
+namespace mantissa::cpu {
+
+namespace {
+
+void check_targets(const Tensor& target, int64_t C, int64_t ignore_index) {
+  const int64_t* t = target.data_ptr<int64_t>();
+  for (int64_t r = 0; r < target.numel(); ++r)
+    MT_CHECK(t[r] == ignore_index || (t[r] >= 0 && t[r] < C), "cross_entropy", "target ", t[r], " at position ", r,
+             " is out of bounds for ", C, " classes (ignore_index is ", ignore_index, ")");
+}
+
+}  // namespace
+
+void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& weight, int64_t ignore_index,
+                   double label_smoothing, const Tensor& loss, const Tensor& lse) {
+  const int64_t C = logits.size(-1), M = target.numel();
+  check_targets(target, C, ignore_index);
+  dispatch_floating(logits.dtype(), "cross_entropy", [&]<typename T>() {
+    using A = acc_t<T>;
+    const T* X = logits.data_ptr<T>();
+    const int64_t* t = target.data_ptr<int64_t>();
+    const A* w = weight.defined() ? weight.data_ptr<A>() : nullptr;
+    A* L = loss.data_ptr<A>();
+    A* Z = lse.data_ptr<A>();
+    const A s = A(label_smoothing);
+    parallel_for(0, M, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(C, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const T* x = X + r * C;
+        A mx = -std::numeric_limits<A>::infinity();
+        for (int64_t c = 0; c < C; ++c) mx = std::max(mx, cast_to<A>(x[c]));
+        if (std::isinf(mx) && mx < 0) mx = 0;
+        A sum = 0;
+        for (int64_t c = 0; c < C; ++c) sum += std::exp(cast_to<A>(x[c]) - mx);
+        const A z = mx + std::log(sum);
+        Z[r] = z;
+        if (t[r] == ignore_index) {
+          L[r] = 0;
+          continue;
+        }
+        const A wt = w ? w[t[r]] : A(1);
+        A l = (A(1) - s) * wt * (z - cast_to<A>(x[t[r]]));
+        if (s > 0) {
+          A smooth = 0;
+          for (int64_t c = 0; c < C; ++c) smooth += (w ? w[c] : A(1)) * (z - cast_to<A>(x[c]));
+          l += s / A(C) * smooth;
+        }
+        L[r] = l;
+      }
+    });
+  });
+}
+
+void cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target, const Tensor& weight,
+                            const Tensor& lse, int64_t ignore_index, double label_smoothing, const Tensor& glogits) {
+  const int64_t C = logits.size(-1), M = target.numel();
+  dispatch_floating(logits.dtype(), "cross_entropy", [&]<typename T>() {
+    using A = acc_t<T>;
+    const T* X = logits.data_ptr<T>();
+    const int64_t* t = target.data_ptr<int64_t>();
+    const A* w = weight.defined() ? weight.data_ptr<A>() : nullptr;
+    const A* G = grad.data_ptr<A>();
+    const A* Z = lse.data_ptr<A>();
+    T* GX = glogits.data_ptr<T>();
+    const A s = A(label_smoothing);
+    A wsum = A(C);
+    if (w) {
+      wsum = 0;
+      for (int64_t c = 0; c < C; ++c) wsum += w[c];
+    }
+    parallel_for(0, M, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(C, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        T* gx = GX + r * C;
+        if (t[r] == ignore_index) {
+          for (int64_t c = 0; c < C; ++c) gx[c] = T(0);
+          continue;
+        }
+        const T* x = X + r * C;
+        const A g = G[r], z = Z[r];
+        const A wt = w ? w[t[r]] : A(1);
+        const A target_term = (A(1) - s) * wt;
+        const A a = target_term + s / A(C) * wsum;
+        for (int64_t c = 0; c < C; ++c) {
+          const A p = std::exp(cast_to<A>(x[c]) - z);
+          const A smooth_wc = s / A(C) * (w ? w[c] : A(1));
+          gx[c] = cast_to<T>(g * math::cross_entropy_grad(p, c == t[r], a, target_term, smooth_wc));
+        }
+      }
+    });
+  });
+}
+
+}  // namespace mantissa::cpu

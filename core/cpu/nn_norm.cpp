@@ -1,0 +1,216 @@
+// Layer norm (rows of [M, n]) and batch norm (channels of [N, C, S]) on the CPU.
+// Statistics are two-pass (mean, then centred squares) in the accumulation type, with
+// per-row/per-channel partial sums added in double so long reductions stay accurate.
+#include <cmath>
+#include <vector>
+
+#include "core/cpu/loops.h"
+#include "core/cpu/nn_kernels.h"
+#include "core/nn_math.h"
+
+namespace mantissa::cpu {
+
+namespace {
+
+template <typename A>
+A* opt_data(const Tensor& t) {
+  return t.defined() ? t.data_ptr<A>() : nullptr;
+}
+
+// Sum of f(i) for i in [0, n) in A, vectorizable.
+template <typename A, typename F>
+A row_sum(int64_t n, F f) {
+  A s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += f(i);
+  return s;
+}
+
+// x viewed as [N, C, S].
+void ncs(const Tensor& x, int64_t& N, int64_t& C, int64_t& S) {
+  N = x.size(0);
+  C = x.size(1);
+  S = N * C != 0 ? x.numel() / (N * C) : 0;
+}
+
+}  // namespace
+
+void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps, const Tensor& y, const Tensor& mean,
+                const Tensor& rstd) {
+  const int64_t n = x.size(-1), M = n ? x.numel() / n : 0;
+  dispatch_floating(x.dtype(), "layer_norm", [&]<typename T>() {
+    using A = acc_t<T>;
+    const T* X = x.data_ptr<T>();
+    T* Y = y.data_ptr<T>();
+    const A* Wp = opt_data<A>(w);
+    const A* Bp = opt_data<A>(b);
+    A* Mp = mean.data_ptr<A>();
+    A* Rp = rstd.data_ptr<A>();
+    parallel_for(0, M, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)), [&](int64_t s, int64_t e) {
+      for (int64_t r = s; r < e; ++r) {
+        const T* xr = X + r * n;
+        const A m = row_sum<A>(n, [&](int64_t i) { return cast_to<A>(xr[i]); }) / A(n);
+        const A v = row_sum<A>(n, [&](int64_t i) {
+                      A d = cast_to<A>(xr[i]) - m;
+                      return d * d;
+                    }) /
+                    A(n);
+        const A rs = A(1) / std::sqrt(v + A(eps));
+        Mp[r] = m;
+        Rp[r] = rs;
+        T* yr = Y + r * n;
+        for (int64_t i = 0; i < n; ++i) {
+          A h = (cast_to<A>(xr[i]) - m) * rs;
+          if (Wp) h *= Wp[i];
+          if (Bp) h += Bp[i];
+          yr[i] = cast_to<T>(h);
+        }
+      }
+    });
+  });
+}
+
+void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& w,
+                         const Tensor& gx, const Tensor& gw, const Tensor& gb) {
+  const int64_t n = x.size(-1), M = n ? x.numel() / n : 0;
+  dispatch_floating(x.dtype(), "layer_norm", [&]<typename T>() {
+    using A = acc_t<T>;
+    const T* X = x.data_ptr<T>();
+    const T* GY = gy.data_ptr<T>();
+    const A* Wp = opt_data<A>(w);
+    const A* Mp = mean.data_ptr<A>();
+    const A* Rp = rstd.data_ptr<A>();
+    T* GX = gx.defined() ? gx.data_ptr<T>() : nullptr;
+    A* GW = opt_data<A>(gw);
+    A* GB = opt_data<A>(gb);
+    if (GW) std::fill(GW, GW + n, A(0));
+    if (GB) std::fill(GB, GB + n, A(0));
+    parallel_for(0, M, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)), [&](int64_t s, int64_t e) {
+      // Column sums of this chunk of rows, merged once at the end.
+      std::vector<A> pw(GW ? size_t(n) : 0, A(0)), pb(GB ? size_t(n) : 0, A(0));
+      std::vector<A> xhat(static_cast<size_t>(n)), g(static_cast<size_t>(n));
+      for (int64_t r = s; r < e; ++r) {
+        const T* xr = X + r * n;
+        const T* gr = GY + r * n;
+        const A m = Mp[r], rs = Rp[r];
+        for (int64_t i = 0; i < n; ++i) {
+          xhat[size_t(i)] = (cast_to<A>(xr[i]) - m) * rs;
+          const A gyi = cast_to<A>(gr[i]);
+          g[size_t(i)] = Wp ? gyi * Wp[i] : gyi;
+          if (GW) pw[size_t(i)] += gyi * xhat[size_t(i)];
+          if (GB) pb[size_t(i)] += gyi;
+        }
+        if (!GX) continue;
+        const A mg = row_sum<A>(n, [&](int64_t i) { return g[size_t(i)]; }) / A(n);
+        const A mgx = row_sum<A>(n, [&](int64_t i) { return g[size_t(i)] * xhat[size_t(i)]; }) / A(n);
+        T* gxr = GX + r * n;
+        for (int64_t i = 0; i < n; ++i) gxr[i] = cast_to<T>(math::norm_backward(g[size_t(i)], xhat[size_t(i)], rs, mg, mgx));
+      }
+#pragma omp critical(mantissa_layer_norm_backward)
+      {
+        for (int64_t i = 0; GW && i < n; ++i) GW[i] += pw[size_t(i)];
+        for (int64_t i = 0; GB && i < n; ++i) GB[i] += pb[size_t(i)];
+      }
+    });
+  });
+}
+
+void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
+  int64_t N, C, S;
+  ncs(x, N, C, S);
+  dispatch_floating(x.dtype(), "batch_norm", [&]<typename T>() {
+    using A = acc_t<T>;
+    const T* X = x.data_ptr<T>();
+    A* Mp = mean.data_ptr<A>();
+    A* Vp = var.data_ptr<A>();
+    const double count = double(N * S);
+    parallel_for(0, C, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(N * S, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) {
+        double s = 0;
+        for (int64_t n = 0; n < N; ++n) {
+          const T* row = X + (n * C + c) * S;
+          s += double(row_sum<A>(S, [&](int64_t i) { return cast_to<A>(row[i]); }));
+        }
+        const A m = A(s / count);
+        double ss = 0;
+        for (int64_t n = 0; n < N; ++n) {
+          const T* row = X + (n * C + c) * S;
+          ss += double(row_sum<A>(S, [&](int64_t i) {
+            A d = cast_to<A>(row[i]) - m;
+            return d * d;
+          }));
+        }
+        Mp[c] = m;
+        Vp[c] = A(ss / count);
+      }
+    });
+  });
+}
+
+void batch_norm_apply(const Tensor& x, const Tensor& scale, const Tensor& shift, const Tensor& y) {
+  int64_t N, C, S;
+  ncs(x, N, C, S);
+  dispatch_floating(x.dtype(), "batch_norm", [&]<typename T>() {
+    using A = acc_t<T>;
+    const T* X = x.data_ptr<T>();
+    T* Y = y.data_ptr<T>();
+    const A* sc = scale.data_ptr<A>();
+    const A* sh = shift.data_ptr<A>();
+    parallel_for(0, N * C, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(S, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const A k = sc[r % C], d = sh[r % C];
+        const T* xr = X + r * S;
+        T* yr = Y + r * S;
+#pragma omp simd
+        for (int64_t i = 0; i < S; ++i) yr[i] = cast_to<T>(cast_to<A>(xr[i]) * k + d);
+      }
+    });
+  });
+}
+
+void batch_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& w,
+                         bool training, const Tensor& gx, const Tensor& gw, const Tensor& gb) {
+  int64_t N, C, S;
+  ncs(x, N, C, S);
+  dispatch_floating(x.dtype(), "batch_norm", [&]<typename T>() {
+    using A = acc_t<T>;
+    const T* X = x.data_ptr<T>();
+    const T* GY = gy.data_ptr<T>();
+    const A* Mp = mean.data_ptr<A>();
+    const A* Ip = invstd.data_ptr<A>();
+    const A* Wp = w.data_ptr<A>();
+    T* GX = gx.defined() ? gx.data_ptr<T>() : nullptr;
+    A* GW = opt_data<A>(gw);
+    A* GB = opt_data<A>(gb);
+    const double count = double(N * S);
+    parallel_for(0, C, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(N * S, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) {
+        const A m = Mp[c], is = Ip[c], wc = Wp[c];
+        double sg = 0, sgx = 0;  // sum gy, sum gy * (x - mean)
+        for (int64_t n = 0; n < N; ++n) {
+          const T* xr = X + (n * C + c) * S;
+          const T* gr = GY + (n * C + c) * S;
+          sg += double(row_sum<A>(S, [&](int64_t i) { return cast_to<A>(gr[i]); }));
+          sgx += double(row_sum<A>(S, [&](int64_t i) { return cast_to<A>(gr[i]) * (cast_to<A>(xr[i]) - m); }));
+        }
+        if (GB) GB[c] = A(sg);
+        if (GW) GW[c] = A(sgx) * is;
+        if (!GX) continue;
+        // In terms of g = w * gy: mean(g) and mean(g * xhat) over the channel.
+        const A mg = training ? A(double(wc) * sg / count) : A(0);
+        const A mgx = training ? A(double(wc) * sgx * double(is) / count) : A(0);
+        for (int64_t n = 0; n < N; ++n) {
+          const T* xr = X + (n * C + c) * S;
+          const T* gr = GY + (n * C + c) * S;
+          T* gxr = GX + (n * C + c) * S;
+          for (int64_t i = 0; i < S; ++i) {
+            const A xhat = (cast_to<A>(xr[i]) - m) * is;
+            gxr[i] = cast_to<T>(math::norm_backward(wc * cast_to<A>(gr[i]), xhat, is, mg, mgx));
+          }
+        }
+      }
+    });
+  });
+}
+
+}  // namespace mantissa::cpu

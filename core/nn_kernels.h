@@ -1,0 +1,97 @@
+// The device kernels behind the nn ops (convolution, pooling, normalization,
+// cross-entropy): a second dispatch table beside core/backend.h, so nn/ never calls
+// a device kernel directly. The CPU row lives in core/cpu/nn_*.cpp; a device backend
+// (cuda/) registers its row once with register_nn_kernels().
+//
+// Contracts common to every entry: all tensors are contiguous and on one device;
+// `x`, `w`, `y` and gradients of them share one floating dtype T; "acc" tensors
+// (statistics, per-row losses, normalization parameters) are float32 for
+// T in {fp16, bf16, fp32} and float64 for T = fp64. Reduced floats are computed in
+// fp32 and rounded once. Entries that take optional outputs skip undefined ones.
+#pragma once
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace mantissa {
+
+// A 2-D convolution or unfold: input [N, C, H, W], weight [Cout, C / groups, KH, KW],
+// output [N, Cout, OH, OW] (unfold: columns [N, C * KH * KW, OH * OW]).
+struct Conv2dGeometry {
+  int64_t N = 0, C = 0, H = 0, W = 0;
+  int64_t Cout = 0, groups = 1;
+  int64_t KH = 1, KW = 1, SH = 1, SW = 1, PH = 0, PW = 0, DH = 1, DW = 1;
+  int64_t OH = 0, OW = 0;
+};
+
+// A 2-D pooling window: input [N, C, H, W], output [N, C, OH, OW].
+struct Pool2dGeometry {
+  int64_t N = 0, C = 0, H = 0, W = 0, OH = 0, OW = 0;
+  int64_t KH = 1, KW = 1, SH = 1, SW = 1, PH = 0, PW = 0, DH = 1, DW = 1;
+  bool count_include_pad = true;  // avg: divide by the window size including padding
+  int64_t divisor_override = 0;   // avg: when > 0, divide by this instead
+};
+
+struct NnKernels {
+  // y = conv(x, w) + bias; bias [Cout] or undefined.
+  void (*conv2d_forward)(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+                         const Conv2dGeometry& g);
+  // Gradients of conv2d given gy [N, Cout, OH, OW]: gx [N, C, H, W], gw (w's shape), gb [Cout];
+  // each may be undefined (not wanted).
+  void (*conv2d_backward)(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& gx, const Tensor& gw,
+                          const Tensor& gb, const Conv2dGeometry& g);
+  // cols [N, C*KH*KW, OH*OW] = the input patch under each output position (0 in the padding).
+  void (*im2col)(const Tensor& x, const Tensor& cols, const Conv2dGeometry& g);
+  // x (overwritten) = the adjoint of im2col: every column value summed into its input pixel.
+  void (*col2im)(const Tensor& cols, const Tensor& x, const Conv2dGeometry& g);
+
+  // y = max over each window (padding never wins, NaN propagates); indices: int64 [N, C, OH, OW],
+  // the flat position h * W + w of the maximum within its input plane.
+  void (*max_pool2d)(const Tensor& x, const Tensor& y, const Tensor& indices, const Pool2dGeometry& g);
+  // y = A x (window means), and its adjoint gx = A^T gy (gx overwritten).
+  void (*avg_pool2d)(const Tensor& x, const Tensor& y, const Pool2dGeometry& g);
+  void (*avg_pool2d_backward)(const Tensor& gy, const Tensor& gx, const Pool2dGeometry& g);
+  // Adaptive windows: rows [floor(i*H/OH), ceil((i+1)*H/OH)), likewise columns.
+  void (*adaptive_avg_pool2d)(const Tensor& x, const Tensor& y, const Pool2dGeometry& g);
+  void (*adaptive_avg_pool2d_backward)(const Tensor& gy, const Tensor& gx, const Pool2dGeometry& g);
+
+  // Layer norm over the rows of x [M, n]: y = (x - mean) * rstd * w + b, with acc mean/rstd [M]
+  // written; w, b: acc [n] or undefined.
+  void (*layer_norm)(const Tensor& x, const Tensor& w, const Tensor& b, double eps, const Tensor& y,
+                     const Tensor& mean, const Tensor& rstd);
+  // gx [M, n] (T), gw and gb (acc [n]); each optional.
+  void (*layer_norm_backward)(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                              const Tensor& w, const Tensor& gx, const Tensor& gw, const Tensor& gb);
+
+  // Batch norm on x viewed as [N, C, S]: per-channel mean and biased variance (acc [C]).
+  void (*batch_norm_stats)(const Tensor& x, const Tensor& mean, const Tensor& var);
+  // y = x * scale[c] + shift[c] (scale, shift: acc [C]).
+  void (*batch_norm_apply)(const Tensor& x, const Tensor& scale, const Tensor& shift, const Tensor& y);
+  // With w (acc [C], ones when not affine): gb = sum gy, gw = sum gy * xhat, and
+  // gx = w * invstd * (gy - [training] (mean(gy) + xhat * mean(gy * xhat))); each output optional.
+  void (*batch_norm_backward)(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                              const Tensor& w, bool training, const Tensor& gx, const Tensor& gw, const Tensor& gb);
+
+  // Fused log-softmax + negative log-likelihood on logits [M, C] with int64 targets [M]:
+  // loss[r] (acc) = (1 - s) * w[t] * -logp[t] + s / C * sum_c w[c] * -logp[c], 0 where t == ignore_index;
+  // lse[r] (acc) = logsumexp of the row; weight: acc [C] or undefined (all ones). Throws
+  // mantissa::Error for a target outside [0, C) that is not ignore_index.
+  void (*cross_entropy)(const Tensor& logits, const Tensor& target, const Tensor& weight, int64_t ignore_index,
+                        double label_smoothing, const Tensor& loss, const Tensor& lse);
+  // glogits [M, C] = grad[r] * d loss[r] / d logits[r, :], grad: acc [M].
+  void (*cross_entropy_backward)(const Tensor& grad, const Tensor& logits, const Tensor& target,
+                                 const Tensor& weight, const Tensor& lse, int64_t ignore_index,
+                                 double label_smoothing, const Tensor& glogits);
+};
+
+// The nn kernels for `device`; throws mantissa::Error naming `op` when none are registered.
+const NnKernels& nn_kernels_for(Device device, const char* op);
+// Installs the kernels of a device type (called by a device backend when it loads).
+void register_nn_kernels(DeviceType type, const NnKernels* kernels);
+
+// Output length of a convolution or pooling window along one dim (floor, or ceil as
+// PyTorch's ceil_mode: a last window must start inside the input or left padding).
+int64_t window_output_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation,
+                           bool ceil_mode = false);
+
+}  // namespace mantissa

@@ -1,0 +1,53 @@
+// Per-element and per-window math of the nn kernels, written once for the CPU
+// kernels (core/cpu/nn_*.cpp) and the CUDA ones (design §3): window bounds of the
+// pooling ops, and the element formulas of the normalization and loss gradients.
+#pragma once
+#include <cstdint>
+
+#include "core/elementwise_math.h"
+
+namespace mantissa::math {
+
+// Adaptive pooling: output cell o of `out` covers input [start, end) of `in`.
+MT_HOST_DEVICE int64_t adaptive_start(int64_t o, int64_t in, int64_t out) { return (o * in) / out; }
+MT_HOST_DEVICE int64_t adaptive_end(int64_t o, int64_t in, int64_t out) { return ((o + 1) * in + out - 1) / out; }
+
+// An average-pooling window along both dims: the clipped input range and the divisor
+// (PyTorch's rules: the padded window size, or the number of real elements, or an override).
+struct AvgWindow {
+  int64_t h0, h1, w0, w1;
+  int64_t divisor;  // 0 when the window holds no input element
+};
+MT_HOST_DEVICE AvgWindow avg_window(int64_t oh, int64_t ow, int64_t H, int64_t W, int64_t KH, int64_t KW,
+                                    int64_t SH, int64_t SW, int64_t PH, int64_t PW, bool count_include_pad,
+                                    int64_t divisor_override) {
+  int64_t h0 = oh * SH - PH, w0 = ow * SW - PW;
+  int64_t h1 = h0 + KH < H + PH ? h0 + KH : H + PH;
+  int64_t w1 = w0 + KW < W + PW ? w0 + KW : W + PW;
+  const int64_t padded = (h1 - h0) * (w1 - w0);
+  h0 = h0 > 0 ? h0 : 0;
+  w0 = w0 > 0 ? w0 : 0;
+  h1 = h1 < H ? h1 : H;
+  w1 = w1 < W ? w1 : W;
+  AvgWindow r{h0, h1, w0, w1, 0};
+  if (h0 >= h1 || w0 >= w1) return r;
+  r.divisor = divisor_override > 0 ? divisor_override : (count_include_pad ? padded : (h1 - h0) * (w1 - w0));
+  return r;
+}
+
+// d loss / d logit c of label-smoothed, class-weighted cross-entropy, for a row whose
+// softmax probability at c is p:  p * a - (1 - s) * w_t * [c == t] - s / C * w_c,
+// with a = (1 - s) * w_t + s / C * sum(w).
+template <typename T>
+MT_HOST_DEVICE T cross_entropy_grad(T p, bool is_target, T a, T target_term, T smooth_wc) {
+  return p * a - (is_target ? target_term : T(0)) - smooth_wc;
+}
+
+// Normalization backward per element: rstd * (g - mean_g - xhat * mean_gxhat), where the means
+// run over the normalized group (training batch norm, layer norm).
+template <typename T>
+MT_HOST_DEVICE T norm_backward(T g, T xhat, T rstd, T mean_g, T mean_gxhat) {
+  return rstd * (g - mean_g - xhat * mean_gxhat);
+}
+
+}  // namespace mantissa::math

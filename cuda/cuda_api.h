@@ -1,0 +1,36 @@
+// The CUDA backend's public knobs, in plain C++ (no CUDA headers): safe to include from
+// any layer. Without CUDA (MANTISSA_WITH_CUDA undefined) every function is an inline
+// fallback, so callers need no #ifdefs.
+//
+//   mt::cuda::set_allow_tf32(true);   // fp32 matmuls may use TF32 tensor cores
+//   mt::cuda::synchronize(0);         // wait for all work on cuda:0 (e.g. before timing)
+#pragma once
+#include <cstddef>
+#include <string>
+
+#include "core/error.h"
+
+namespace mantissa::cuda {
+
+#ifdef MANTISSA_WITH_CUDA
+// fp32 matmuls use TF32 tensor cores (10-bit mantissa inputs, fp32 accumulate) when on.
+// Off by default so fp32 results match the CPU to fp32 rounding.
+void set_allow_tf32(bool on);
+bool allow_tf32();
+// Blocks until every queued kernel and copy on `device` finished; surfaces async errors.
+void synchronize(int device = 0);
+std::string device_name(int device = 0);
+int compute_capability(int device = 0);  // e.g. 90 for H100/H200
+size_t total_memory(int device = 0);     // bytes
+#else
+inline void set_allow_tf32(bool) {}
+inline bool allow_tf32() { return false; }
+inline void synchronize(int = 0) {}
+inline std::string device_name(int device = 0) {
+  MT_FAIL("cuda::device_name", "device cuda:", device, " is not available: mantissa was built without CUDA");
+}
+inline int compute_capability(int = 0) { return 0; }
+inline size_t total_memory(int = 0) { return 0; }
+#endif
+
+}  // namespace mantissa::cuda

@@ -1,0 +1,65 @@
+// CUDA runtime helpers shared by cuda/: error checking, device properties, the
+// current device and stream. Internal to cuda/ (it includes CUDA headers); the rest
+// of the library sees CUDA only through core/backend.h and cuda/cuda_api.h.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "core/error.h"
+
+namespace mantissa::cuda {
+
+// Throws mantissa::Error naming the failed call, where it was made and CUDA's message.
+// Clears the runtime's last-error slot first so a recoverable error (e.g. an out-of-memory)
+// does not resurface in the next, unrelated check.
+[[noreturn]] void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int line);
+
+// Highest device count the static per-device tables in cuda/ support.
+constexpr int kMaxDevices = 64;
+
+// Properties of `device`, queried once and cached.
+const cudaDeviceProp& device_properties(int device);
+
+// Throws unless 0 <= device < cuda_device_count().
+void check_device_index(int device, const char* op);
+
+// Makes `device` current for the guard's lifetime, restoring the previous one after.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int prev_ = -1;
+};
+
+// The stream that kernels, copies and allocations on `device` use from this thread.
+// Defaults to the legacy default stream, which orders all work on the device; a
+// StreamGuard overrides it (e.g. a data-loading thread with its own copy stream).
+cudaStream_t current_stream(int device);
+
+class StreamGuard {
+ public:
+  StreamGuard(int device, cudaStream_t stream);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  int device_;
+  cudaStream_t prev_;
+};
+
+}  // namespace mantissa::cuda
+
+// MT_CUDA_CHECK(cudaMalloc(&p, n)): throws mantissa::Error with file/line and the CUDA message.
+#define MT_CUDA_CHECK(expr)                                                                  \
+  do {                                                                                       \
+    cudaError_t mt_cuda_err_ = (expr);                                                       \
+    if (mt_cuda_err_ != cudaSuccess)                                                         \
+      ::mantissa::cuda::throw_cuda_error(mt_cuda_err_, #expr, __FILE__, __LINE__);           \
+  } while (0)
+
+// After a kernel launch: reports bad launch configurations at the launch site.
+#define MT_CUDA_CHECK_LAUNCH() MT_CUDA_CHECK(cudaGetLastError())

@@ -1,0 +1,158 @@
+// index_select, gather and scatter_add; the index layout follows core/cpu/index.cpp. Index
+// values are validated by the op before launch, so the kernels do not bounds-check them.
+#include "cuda/kernels.h"
+#include "cuda/loops.cuh"
+
+namespace mantissa::cuda {
+
+namespace {
+
+// Moving elements needs only their size: one kernel per element width, not per dtype.
+template <typename F>
+void dispatch_width(DType t, F&& f) {
+  switch (element_size(t)) {
+    case 1: return f.template operator()<uint8_t>();
+    case 2: return f.template operator()<uint16_t>();
+    case 4: return f.template operator()<uint32_t>();
+    default: return f.template operator()<uint64_t>();
+  }
+}
+
+Tensor contig(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  Tensor c = make_tensor(t.sizes(), t.dtype(), t.device());
+  copy_same_device(t, c);
+  return c;
+}
+
+// Sizes of a contiguous tensor around `dim`: [outer, size(dim), inner].
+void split_at(const Tensor& t, int64_t dim, int64_t& outer, int64_t& inner) {
+  outer = 1;
+  inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= t.size(d);
+  for (int64_t d = dim + 1; d < t.dim(); ++d) inner *= t.size(d);
+}
+
+// in: [outer, n, inner]; index: [k]; out: [outer, k, inner]; all contiguous.
+// out[o, j, i] = in[o, index[j], i]
+template <typename E>
+__global__ void index_select_kernel(const E* x, const int64_t* idx, E* y, int64_t total, int64_t n, int64_t k,
+                                    int64_t inner) {
+  for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < total; p += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = p % inner, t = p / inner, j = t % k, o = t / k;
+    y[p] = x[(o * n + idx[j]) * inner + i];
+  }
+}
+
+// in: [outer, n, in_inner]; index, out: [outer, k, inner]; all contiguous.
+// out[o, j, i] = in[o, index[o, j, i], i]
+template <typename E>
+__global__ void gather_kernel(const E* x, const int64_t* idx, E* y, int64_t total, int64_t n, int64_t k,
+                              int64_t inner, int64_t in_inner) {
+  for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < total; p += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = p % inner, o = p / (inner * k);
+    y[p] = x[(o * n + idx[p]) * in_inner + i];
+  }
+}
+
+// Byte-wide atomics do not exist: update the aligned 32-bit word that holds the byte.
+// The word stays inside the allocation, whose blocks are multiples of 512 bytes.
+__device__ void atomic_add_byte(uint8_t* addr, unsigned v, bool logical_or) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
+  unsigned* word = reinterpret_cast<unsigned*>(a & ~uintptr_t(3));
+  const unsigned shift = unsigned(a & 3) * 8;
+  if (logical_or) {
+    if (v) atomicOr(word, 1u << shift);
+    return;
+  }
+  unsigned old = *word, assumed;
+  do {
+    assumed = old;
+    const unsigned byte = ((assumed >> shift) + v) & 0xffu;
+    old = atomicCAS(word, assumed, (assumed & ~(0xffu << shift)) | (byte << shift));
+  } while (assumed != old);
+}
+
+template <typename T>
+__device__ __forceinline__ void atomic_add(T* p, T v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    atomic_add_byte(reinterpret_cast<uint8_t*>(p), v ? 1u : 0u, true);  // bool + bool saturates: OR
+  } else if constexpr (std::is_same_v<T, uint8_t>) {
+    atomic_add_byte(p, v, false);
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    // Two's complement: unsigned wrap-around addition is signed addition.
+    atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+  } else {
+    atomicAdd(p, v);  // float, double, int32, __half (sm_70+), __nv_bfloat16 (sm_80+)
+  }
+}
+
+// out: [outer, n, out_inner]; index, src: [outer, k, inner]; all contiguous.
+// out[o, index[o, j, i], i] += src[o, j, i]
+template <typename T>
+__global__ void scatter_add_kernel(T* y, const int64_t* idx, const T* s, int64_t total, int64_t n, int64_t k,
+                                   int64_t inner, int64_t out_inner) {
+  for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < total; p += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = p % inner, o = p / (inner * k);
+    atomic_add(&y[(o * n + idx[p]) * out_inner + i], s[p]);
+  }
+}
+
+}  // namespace
+
+void index_select(const Tensor& in0, int64_t dim, const Tensor& index0, const Tensor& out) {
+  MT_CHECK(out.is_contiguous(), "index_select", "the CUDA kernel expects a contiguous output");
+  const int64_t total = out.numel();
+  if (total == 0) return;
+  const int dev = out.device().index;
+  DeviceGuard g(dev);
+  Tensor in = contig(in0), index = contig(index0);
+  int64_t outer, inner;
+  split_at(in, dim, outer, inner);
+  const int64_t n = in.dim() ? in.size(dim) : 1, k = index.numel();
+  dispatch_width(in.dtype(), [&]<typename E>() {
+    index_select_kernel<E><<<grid_for(total, dev), kBlock, 0, current_stream(dev)>>>(
+        dptr<const E>(in), dptr<const int64_t>(index), dptr<E>(out), total, n, k, inner);
+    MT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void gather(const Tensor& in0, int64_t dim, const Tensor& index0, const Tensor& out) {
+  MT_CHECK(out.is_contiguous(), "gather", "the CUDA kernel expects a contiguous output");
+  const int64_t total = out.numel();
+  if (total == 0) return;
+  const int dev = out.device().index;
+  DeviceGuard g(dev);
+  Tensor in = contig(in0), index = contig(index0);
+  int64_t outer, inner;
+  split_at(index, dim, outer, inner);
+  const int64_t n = in.size(dim), k = index.size(dim);
+  int64_t in_inner = 1;
+  for (int64_t d = dim + 1; d < in.dim(); ++d) in_inner *= in.size(d);
+  dispatch_width(in.dtype(), [&]<typename E>() {
+    gather_kernel<E><<<grid_for(total, dev), kBlock, 0, current_stream(dev)>>>(
+        dptr<const E>(in), dptr<const int64_t>(index), dptr<E>(out), total, n, k, inner, in_inner);
+    MT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void scatter_add(const Tensor& out, int64_t dim, const Tensor& index0, const Tensor& src0) {
+  MT_CHECK(out.is_contiguous(), "scatter_add", "the CUDA kernel expects a contiguous output");
+  const int64_t total = index0.numel();
+  if (total == 0) return;
+  const int dev = out.device().index;
+  DeviceGuard g(dev);
+  Tensor index = contig(index0), src = contig(src0);
+  int64_t outer, inner;
+  split_at(index, dim, outer, inner);
+  const int64_t n = out.size(dim), k = index.size(dim);
+  int64_t out_inner = 1;
+  for (int64_t d = dim + 1; d < out.dim(); ++d) out_inner *= out.size(d);
+  dispatch_all(out.dtype(), [&]<typename T>() {
+    scatter_add_kernel<T><<<grid_for(total, dev), kBlock, 0, current_stream(dev)>>>(
+        dptr<T>(out), dptr<const int64_t>(index), dptr<const T>(src), total, n, k, inner, out_inner);
+    MT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace mantissa::cuda

@@ -1,0 +1,262 @@
+// CUDA launch helpers: dtype dispatch to device storage types, conversions, compute
+// types, and a strided N-operand indexer. The per-element math is not here: launchers
+// apply the functors of core/elementwise_math.h, the same ones the CPU loops apply.
+//
+// Design constraints (as the CPU side): fp16/bf16 are storage types and every computation
+// on them happens in fp32 (fp64 for fp64); a launcher writes `out` in out's shape with
+// inputs broadcast (stride 0) or arbitrarily strided; every launch is checked.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <climits>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/shape.h"
+#include "core/tensor.h"
+#include "cuda/device.h"
+
+namespace mantissa::cuda {
+
+template <typename T>
+constexpr bool is_reduced_v = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
+
+// The type arithmetic happens in: fp32 for every float narrower than fp64 (as cpu::acc_t).
+template <typename T>
+using acc_t = std::conditional_t<std::is_same_v<T, double>, double,
+                                 std::conditional_t<std::is_same_v<T, float> || is_reduced_v<T>, float, T>>;
+
+template <typename T>
+__host__ __device__ __forceinline__ float to_float(T v) {
+  if constexpr (std::is_same_v<T, __half>) return __half2float(v);
+  else return __bfloat162float(v);
+}
+
+// Value conversion with the CPU's rules (cpu::cast_to): fp16/bf16 go through fp32 with
+// round-to-nearest-even, so fp64 -> fp16 rounds twice exactly as Eigen::half(double) does.
+template <typename To, typename From>
+__host__ __device__ __forceinline__ To cast_to(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (is_reduced_v<From>) {
+    return cast_to<To>(to_float(v));
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return v != From(0);
+  } else if constexpr (std::is_same_v<To, __half>) {
+    return __float2half_rn(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<To, __nv_bfloat16>) {
+    return __float2bfloat16_rn(static_cast<float>(v));
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+// Calls f.template operator()<T>() with T the device storage type of `t`.
+template <typename F>
+void dispatch_all(DType t, F&& f) {
+  switch (t) {
+    case DType::Float32: return f.template operator()<float>();
+    case DType::Float64: return f.template operator()<double>();
+    case DType::Float16: return f.template operator()<__half>();
+    case DType::BFloat16: return f.template operator()<__nv_bfloat16>();
+    case DType::Int64: return f.template operator()<int64_t>();
+    case DType::Int32: return f.template operator()<int32_t>();
+    case DType::UInt8: return f.template operator()<uint8_t>();
+    case DType::Bool: return f.template operator()<bool>();
+  }
+}
+
+template <typename F>
+void dispatch_floating(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::Float32: return f.template operator()<float>();
+    case DType::Float64: return f.template operator()<double>();
+    case DType::Float16: return f.template operator()<__half>();
+    case DType::BFloat16: return f.template operator()<__nv_bfloat16>();
+    default: MT_FAIL(op, "expected a floating-point tensor, got ", dtype_name(t));
+  }
+}
+
+template <typename T>
+T* dptr(const Tensor& t) {
+  return static_cast<T*>(t.raw_data());
+}
+
+// ---------------------------------------------------------------- strided indexing
+
+constexpr int kMaxDims = 10;  // after coalescing; more throws a mantissa::Error
+constexpr int kBlock = 256;
+
+template <int N>
+struct Offsets {
+  int64_t v[N];
+};
+
+// Maps a linear index over out's shape to element offsets of N operands (operand 0 is
+// usually `out`). Passed to kernels by value. `mode` picks the cheapest walk that is
+// exact: 0 all contiguous, 1 one strided dim, 2 general with 32-bit div/mod, 3 64-bit.
+template <int N>
+struct Indexer {
+  int ndim = 0;
+  int mode = 0;
+  int64_t sizes[kMaxDims] = {};
+  int64_t strides[N][kMaxDims] = {};
+
+  // Calls body(offsets) for each of the n elements, grid-stride.
+  template <typename Body>
+  __device__ __forceinline__ void for_each(int64_t n, Body&& body) const {
+    const int64_t start = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    const int64_t step = int64_t(gridDim.x) * blockDim.x;
+    Offsets<N> o;
+    if (mode == 0) {
+      for (int64_t i = start; i < n; i += step) {
+#pragma unroll
+        for (int k = 0; k < N; ++k) o.v[k] = i;
+        body(o);
+      }
+    } else if (mode == 1) {
+      for (int64_t i = start; i < n; i += step) {
+#pragma unroll
+        for (int k = 0; k < N; ++k) o.v[k] = i * strides[k][0];
+        body(o);
+      }
+    } else if (mode == 2) {
+      for (int64_t i = start; i < n; i += step) {
+        uint32_t rem = uint32_t(i);
+#pragma unroll
+        for (int k = 0; k < N; ++k) o.v[k] = 0;
+        for (int d = ndim - 1; d >= 0; --d) {
+          const uint32_t s = uint32_t(sizes[d]);
+          const uint32_t q = rem / s;
+          const int64_t idx = int64_t(rem - q * s);
+          rem = q;
+#pragma unroll
+          for (int k = 0; k < N; ++k) o.v[k] += idx * strides[k][d];
+        }
+        body(o);
+      }
+    } else {
+      for (int64_t i = start; i < n; i += step) {
+        int64_t rem = i;
+#pragma unroll
+        for (int k = 0; k < N; ++k) o.v[k] = 0;
+        for (int d = ndim - 1; d >= 0; --d) {
+          const int64_t q = rem / sizes[d];
+          const int64_t idx = rem - q * sizes[d];
+          rem = q;
+#pragma unroll
+          for (int k = 0; k < N; ++k) o.v[k] += idx * strides[k][d];
+        }
+        body(o);
+      }
+    }
+  }
+};
+
+// Builds the indexer for `shape` and per-operand element strides (already broadcast to
+// `shape`): drops size-1 dims and merges dims that are contiguous with each other in
+// every operand, so a contiguous or simply broadcast op becomes 1-D.
+template <int N>
+Indexer<N> make_indexer(const Shape& shape, const std::array<Shape, N>& st, const char* op) {
+  Indexer<N> ix;
+  int64_t sizes[64];
+  int64_t strides[N][64];
+  int nd = 0;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool merge = nd > 0;
+    for (int k = 0; k < N && merge; ++k) merge = strides[k][nd - 1] == st[k][d] * shape[d];
+    if (merge) {
+      sizes[nd - 1] *= shape[d];
+      for (int k = 0; k < N; ++k) strides[k][nd - 1] = st[k][d];
+    } else {
+      MT_CHECK(nd < 64, op, "too many dimensions (", shape.size(), ")");
+      sizes[nd] = shape[d];
+      for (int k = 0; k < N; ++k) strides[k][nd] = st[k][d];
+      ++nd;
+    }
+  }
+  MT_CHECK(nd <= kMaxDims, op, "the CUDA kernels support at most ", kMaxDims,
+           " non-mergeable dimensions, got ", nd, " for shape ", shape_str(shape));
+  ix.ndim = nd;
+  for (int d = 0; d < nd; ++d) {
+    ix.sizes[d] = sizes[d];
+    for (int k = 0; k < N; ++k) ix.strides[k][d] = strides[k][d];
+  }
+  const int64_t n = shape_numel(shape);
+  bool unit = nd <= 1;
+  for (int k = 0; k < N && unit && nd == 1; ++k) unit = strides[k][0] == 1;
+  if (nd == 0) {  // one element: every offset is 0
+    ix.ndim = 1;
+    ix.sizes[0] = 1;
+    ix.mode = 0;
+  } else if (unit) {
+    ix.mode = 0;
+  } else if (nd == 1) {
+    ix.mode = 1;
+  } else {
+    ix.mode = n <= int64_t(UINT32_MAX) ? 2 : 3;
+  }
+  return ix;
+}
+
+// Strides of `t` viewed as broadcast to `shape`.
+inline Shape bstrides(const Tensor& t, const Shape& shape) { return broadcast_strides(t.sizes(), t.strides(), shape); }
+
+// A grid for a grid-stride loop over n items: enough blocks to fill the GPU a few times
+// over, not one block per element.
+inline unsigned grid_for(int64_t n, int device, int block = kBlock) {
+  int64_t blocks = (n + block - 1) / block;
+  int64_t cap = int64_t(device_properties(device).multiProcessorCount) * 16;
+  if (blocks > cap) blocks = cap;
+  return unsigned(blocks < 1 ? 1 : blocks);
+}
+
+// ---------------------------------------------------------------- unary / binary launchers
+
+// in: broadcast/strided to out's shape; out: any strides.
+// out[i] = Out(f(Acc(in[i])))
+template <typename In, typename Out, typename Acc, typename F>
+__global__ void unary_kernel(Indexer<2> ix, int64_t n, const In* x, Out* y, F f) {
+  ix.for_each(n, [&](const Offsets<2>& o) { y[o.v[0]] = cast_to<Out>(f(cast_to<Acc>(x[o.v[1]]))); });
+}
+
+template <typename In, typename Out, typename Acc, typename F>
+void launch_unary(const Tensor& in, const Tensor& out, F f, const char* op) {
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  const int dev = out.device().index;
+  DeviceGuard g(dev);
+  auto ix = make_indexer<2>(out.sizes(), {out.strides(), bstrides(in, out.sizes())}, op);
+  unary_kernel<In, Out, Acc, F><<<grid_for(n, dev), kBlock, 0, current_stream(dev)>>>(ix, n, dptr<const In>(in),
+                                                                                      dptr<Out>(out), f);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+// a, b: broadcast/strided to out's shape; out: any strides.
+// out[i] = Out(f(Acc(a[i]), Acc(b[i])))
+template <typename In, typename Out, typename Acc, typename F>
+__global__ void binary_kernel(Indexer<3> ix, int64_t n, const In* a, const In* b, Out* y, F f) {
+  ix.for_each(n, [&](const Offsets<3>& o) {
+    y[o.v[0]] = cast_to<Out>(f(cast_to<Acc>(a[o.v[1]]), cast_to<Acc>(b[o.v[2]])));
+  });
+}
+
+template <typename In, typename Out, typename Acc, typename F>
+void launch_binary(const Tensor& a, const Tensor& b, const Tensor& out, F f, const char* op) {
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  const int dev = out.device().index;
+  DeviceGuard g(dev);
+  auto ix = make_indexer<3>(out.sizes(), {out.strides(), bstrides(a, out.sizes()), bstrides(b, out.sizes())}, op);
+  binary_kernel<In, Out, Acc, F><<<grid_for(n, dev), kBlock, 0, current_stream(dev)>>>(
+      ix, n, dptr<const In>(a), dptr<const In>(b), dptr<Out>(out), f);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace mantissa::cuda

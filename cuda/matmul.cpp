@@ -1,0 +1,199 @@
+// Batched GEMM through cuBLAS. fp16/bf16/fp32 go through cublasGemmStridedBatchedEx with
+// CUBLAS_COMPUTE_32F (fp32 accumulation, design §4; reduced-precision split-K reductions
+// are disallowed), fp64 through cublasDgemmStridedBatched. TF32 for fp32 inputs only when
+// cuda::set_allow_tf32(true).
+//
+// Layout: our tensors are row-major, cuBLAS is column-major. A row-major [M, N] matrix is a
+// column-major [N, M] one, so we compute C^T (N x M) = B^T (N x K) * A^T (K x M): cuBLAS's
+// "A" is our b and its "B" is our a. An operand with unit stride in its last dim is passed
+// untransposed (ld = stride of its first dim); one with unit stride in its first dim (a
+// transposed view) is passed with CUBLAS_OP_T (ld = stride of its last dim); anything else
+// is copied to a contiguous buffer first.
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <climits>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "cuda/cuda_api.h"
+#include "cuda/device.h"
+#include "cuda/kernels.h"
+#include "cuda/nvtx.h"
+
+#define MT_CUBLAS_CHECK(expr)                                                                                    \
+  do {                                                                                                           \
+    cublasStatus_t mt_blas_status_ = (expr);                                                                     \
+    if (mt_blas_status_ != CUBLAS_STATUS_SUCCESS)                                                                \
+      MT_FAIL("cuBLAS", cublasGetStatusName(mt_blas_status_), " (", cublasGetStatusString(mt_blas_status_),   \
+              ") from ", #expr, " at ", __FILE__, ":", __LINE__);                                                \
+  } while (0)
+
+namespace mantissa::cuda {
+
+namespace {
+
+std::atomic<bool> g_allow_tf32{false};
+
+// A cuBLAS handle and its workspaces, one per stream it ran on: a workspace must not be
+// shared by GEMMs that may run concurrently on different streams.
+struct BlasHandle {
+  cublasHandle_t handle = nullptr;
+  std::unordered_map<cudaStream_t, void*> workspaces;
+};
+
+// Handles are pooled per device and lent to a thread for its lifetime. Handles and
+// workspaces are never destroyed: at process exit the CUDA runtime may already be gone.
+struct HandlePool {
+  std::mutex mutex;
+  std::vector<BlasHandle*> free;
+};
+std::array<HandlePool, kMaxDevices> g_pools;
+
+struct ThreadHandles {
+  std::array<BlasHandle*, kMaxDevices> lent{};
+  ~ThreadHandles() {
+    for (size_t d = 0; d < lent.size(); ++d)
+      if (lent[d]) {
+        std::lock_guard<std::mutex> lock(g_pools[d].mutex);
+        g_pools[d].free.push_back(lent[d]);
+      }
+  }
+};
+thread_local ThreadHandles t_handles;
+
+// The workspace size NVIDIA recommends: 32 MiB on Hopper, 4 MiB before.
+size_t workspace_bytes(int dev) { return device_properties(dev).major >= 9 ? (size_t(32) << 20) : (size_t(4) << 20); }
+
+// This thread's handle for `dev`, bound to `stream` with its workspace. The caller has
+// made `dev` current.
+cublasHandle_t blas_handle(int dev, cudaStream_t stream) {
+  BlasHandle*& h = t_handles.lent[size_t(dev)];
+  if (!h) {
+    {
+      std::lock_guard<std::mutex> lock(g_pools[size_t(dev)].mutex);
+      if (!g_pools[size_t(dev)].free.empty()) {
+        h = g_pools[size_t(dev)].free.back();
+        g_pools[size_t(dev)].free.pop_back();
+      }
+    }
+    if (!h) {
+      auto fresh = std::make_unique<BlasHandle>();
+      MT_CUBLAS_CHECK(cublasCreate(&fresh->handle));
+      MT_CUBLAS_CHECK(cublasSetMathMode(
+          fresh->handle, cublasMath_t(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
+      h = fresh.release();
+    }
+  }
+  // cublasSetStream resets the workspace to cuBLAS's default pool, so set it after.
+  MT_CUBLAS_CHECK(cublasSetStream(h->handle, stream));
+  void*& ws = h->workspaces[stream];
+  if (!ws) MT_CUDA_CHECK(cudaMalloc(&ws, workspace_bytes(dev)));
+  MT_CUBLAS_CHECK(cublasSetWorkspace(h->handle, ws, workspace_bytes(dev)));
+  return h->handle;
+}
+
+struct Layout {
+  bool ok = false;
+  bool row_major = true;  // unit stride along columns
+  int64_t ld = 0;
+};
+
+// A rows x cols operand with element strides (rs, cs). Strides of size-1 dims are
+// meaningless, so they do not disqualify a layout.
+Layout layout_of(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  if (cs == 1 || cols == 1) {
+    const int64_t ld = rows == 1 ? std::max<int64_t>(cols, 1) : rs;
+    if (ld >= std::max<int64_t>(cols, 1)) return {true, true, ld};
+  }
+  if (rs == 1 || rows == 1) {
+    const int64_t ld = cols == 1 ? std::max<int64_t>(rows, 1) : cs;
+    if (ld >= std::max<int64_t>(rows, 1)) return {true, false, ld};
+  }
+  return {};
+}
+
+Tensor contiguous_copy(const Tensor& t) {
+  Tensor c = make_tensor(t.sizes(), t.dtype(), t.device());
+  copy_same_device(t, c);
+  return c;
+}
+
+void check_int(int64_t v, const char* what) {
+  MT_CHECK(v <= INT_MAX, "matmul", what, " = ", v, " exceeds cuBLAS's 32-bit limit");
+}
+
+}  // namespace
+
+void set_allow_tf32(bool on) { g_allow_tf32.store(on); }
+bool allow_tf32() { return g_allow_tf32.load(); }
+
+// a: [B, M, K], b: [B, K, N] (batch stride may be 0); out: contiguous [B, M, N].
+void matmul(const Tensor& a0, const Tensor& b0, const Tensor& out) {
+  const int64_t B = out.size(0), M = out.size(1), N = out.size(2), K = a0.size(2);
+  MT_CHECK(out.is_contiguous(), "matmul", "the CUDA kernel expects a contiguous output");
+  MT_CHECK(a0.dtype() == out.dtype() && b0.dtype() == out.dtype(), "matmul", "operands must share a dtype, got ",
+           dtype_name(a0.dtype()), ", ", dtype_name(b0.dtype()), " -> ", dtype_name(out.dtype()));
+  if (B == 0 || M == 0 || N == 0) return;
+  if (K == 0) {
+    fill(out, 0);
+    return;
+  }
+  const int dev = out.device().index;
+  DeviceGuard g(dev);
+  MT_NVTX_RANGE("matmul");
+  Tensor a = a0, b = b0;
+  Layout la = layout_of(M, K, a.stride(1), a.stride(2));
+  if (!la.ok) {
+    a = contiguous_copy(a);
+    la = layout_of(M, K, a.stride(1), a.stride(2));
+  }
+  Layout lb = layout_of(K, N, b.stride(1), b.stride(2));
+  if (!lb.ok) {
+    b = contiguous_copy(b);
+    lb = layout_of(K, N, b.stride(1), b.stride(2));
+  }
+  const long long sa = B > 1 ? a.stride(0) : 0, sb = B > 1 ? b.stride(0) : 0, sc = M * N;
+  check_int(M, "M");
+  check_int(N, "N");
+  check_int(K, "K");
+  check_int(B, "batch");
+  check_int(la.ld, "lda");
+  check_int(lb.ld, "ldb");
+
+  const cudaStream_t stream = current_stream(dev);
+  cublasHandle_t h = blas_handle(dev, stream);
+  // cuBLAS "A" = our b (N x K as seen column-major), "B" = our a (K x M).
+  const cublasOperation_t opa = lb.row_major ? CUBLAS_OP_N : CUBLAS_OP_T;
+  const cublasOperation_t opb = la.row_major ? CUBLAS_OP_N : CUBLAS_OP_T;
+  const int m = int(N), n = int(M), k = int(K), lda = int(lb.ld), ldb = int(la.ld), ldc = int(N);
+
+  if (out.dtype() == DType::Float64) {
+    const double alpha = 1.0, beta = 0.0;
+    MT_CUBLAS_CHECK(cublasDgemmStridedBatched(h, opa, opb, m, n, k, &alpha, static_cast<const double*>(b.raw_data()),
+                                              lda, sb, static_cast<const double*>(a.raw_data()), ldb, sa, &beta,
+                                              static_cast<double*>(out.raw_data()), ldc, sc, int(B)));
+    return;
+  }
+  cudaDataType_t type;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  switch (out.dtype()) {
+    case DType::Float32:
+      type = CUDA_R_32F;
+      if (allow_tf32()) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+      break;
+    case DType::Float16: type = CUDA_R_16F; break;
+    case DType::BFloat16: type = CUDA_R_16BF; break;
+    default: MT_FAIL("matmul", "expected a floating-point tensor, got ", dtype_name(out.dtype()));
+  }
+  const float alpha = 1.0f, beta = 0.0f;  // scalars in the compute type (fp32)
+  MT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, opa, opb, m, n, k, &alpha, b.raw_data(), type, lda, sb, a.raw_data(),
+                                             type, ldb, sa, &beta, out.raw_data(), type, ldc, sc, int(B), compute,
+                                             CUBLAS_GEMM_DEFAULT));
+}
+
+}  // namespace mantissa::cuda

@@ -1,0 +1,369 @@
+// Row reductions over the last axis of a contiguous [rows, n] block (sum, prod, max, min,
+// argmax, argmin), var_mean and softmax / log_softmax rows. Floats accumulate in fp32
+// (fp64 for fp64), integers in int64. Semantics follow core/cpu/reduce.cpp: NaN wins a
+// max/min (the first NaN for arg*), ties go to the lowest index, a row of -inf softmaxes
+// without producing inf - inf.
+//
+// Work split: rows of up to 256 elements get one warp each; longer rows one block each;
+// a few very long rows (e.g. a full sum) are cut into chunks reduced by many blocks, whose
+// partial states a second pass combines.
+#include <cmath>
+
+#include "cuda/kernels.h"
+#include "cuda/loops.cuh"
+
+namespace mantissa::cuda {
+
+namespace {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+template <typename T>
+__device__ __forceinline__ T shfl_xor(T v, int lane_mask) {
+  if constexpr (std::is_integral_v<T> && sizeof(T) < 4) return T(__shfl_xor_sync(kFullMask, int(v), lane_mask));
+  else return __shfl_xor_sync(kFullMask, v, lane_mask);
+}
+
+// Accumulator of a reduction of T: fp32 for fp16/bf16/fp32, fp64 for fp64, int64 for
+// integers and bool (the CPU accumulates uint8/int32 sums in their own type and wraps).
+template <typename T>
+using red_acc_t = std::conditional_t<std::is_floating_point_v<acc_t<T>>, acc_t<T>, int64_t>;
+
+template <typename Acc>
+struct SumOp {
+  using State = Acc;
+  __device__ State identity() const { return Acc(0); }
+  __device__ State load(Acc v, int64_t) const { return v; }
+  __device__ State combine(State a, State b) const { return a + b; }
+  __device__ State shfl(State s, int m) const { return shfl_xor(s, m); }
+  template <typename Out>
+  __device__ Out finish(State s) const {
+    return cast_to<Out>(s);
+  }
+};
+
+template <typename Acc>
+struct ProdOp {
+  using State = Acc;
+  __device__ State identity() const { return Acc(1); }
+  __device__ State load(Acc v, int64_t) const { return v; }
+  __device__ State combine(State a, State b) const { return a * b; }
+  __device__ State shfl(State s, int m) const { return shfl_xor(s, m); }
+  template <typename Out>
+  __device__ Out finish(State s) const {
+    return cast_to<Out>(s);
+  }
+};
+
+template <typename Acc>
+struct ValueIndex {
+  Acc v;
+  int64_t i;  // -1: empty (the identity)
+};
+
+// max/min and argmax/argmin. combine() is symmetric (NaN first, then the better value,
+// then the lower index), so the result does not depend on the reduction order.
+template <typename Acc, bool kMax, bool kIndex>
+struct ExtremeOp {
+  using State = ValueIndex<Acc>;
+  __device__ State identity() const { return {Acc(0), -1}; }
+  __device__ State load(Acc v, int64_t i) const { return {v, i}; }
+  __device__ State combine(State a, State b) const {
+    if (a.i < 0) return b;
+    if (b.i < 0) return a;
+    const bool an = a.v != a.v, bn = b.v != b.v;
+    if (an || bn) {
+      if (an && bn) return a.i <= b.i ? a : b;
+      return an ? a : b;
+    }
+    if (kMax ? a.v > b.v : a.v < b.v) return a;
+    if (kMax ? b.v > a.v : b.v < a.v) return b;
+    return a.i <= b.i ? a : b;
+  }
+  __device__ State shfl(State s, int m) const { return {shfl_xor(s.v, m), shfl_xor(s.i, m)}; }
+  template <typename Out>
+  __device__ Out finish(State s) const {
+    if constexpr (kIndex) return cast_to<Out>(s.i);
+    else return cast_to<Out>(s.v);
+  }
+};
+
+template <typename Acc>
+struct MaxValueOp {  // plain max for softmax: like std::max, a NaN never replaces the running max
+  using State = Acc;
+  __device__ State identity() const { return Acc(-INFINITY); }
+  __device__ State combine(State a, State b) const { return a < b ? b : a; }
+  __device__ State shfl(State s, int m) const { return shfl_xor(s, m); }
+};
+
+// Butterfly reduction: every lane ends with the warp's result.
+template <typename Op, typename S>
+__device__ __forceinline__ S warp_allreduce(const Op& op, S s) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) s = op.combine(s, op.shfl(s, m));
+  return s;
+}
+
+// Every thread of the block ends with the block's result. All threads must call it.
+template <typename Op, typename S>
+__device__ S block_allreduce(const Op& op, S s) {
+  static_assert(sizeof(S) <= 16, "state too large for the shared buffer");
+  __shared__ alignas(16) unsigned char raw[32 * 16];
+  S* shared = reinterpret_cast<S*>(raw);
+  const int lane = threadIdx.x % 32, wid = threadIdx.x / 32, nw = blockDim.x / 32;
+  s = warp_allreduce(op, s);
+  __syncthreads();  // the previous call's readers are done with `shared`
+  if (lane == 0) shared[wid] = s;
+  __syncthreads();
+  s = lane < nw ? shared[lane] : op.identity();
+  return warp_allreduce(op, s);
+}
+
+// A row is processed by one warp (warp == true) or by one block. A runtime flag rather
+// than a template parameter: it is uniform across the block, and halves the kernel count.
+struct Rows {
+  bool warp;
+  __device__ int64_t first() const {
+    return warp ? (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32 : int64_t(blockIdx.x);
+  }
+  __device__ int64_t step() const { return warp ? int64_t(gridDim.x) * blockDim.x / 32 : int64_t(gridDim.x); }
+  __device__ int lane() const { return warp ? int(threadIdx.x % 32) : int(threadIdx.x); }
+  __device__ int width() const { return warp ? 32 : int(blockDim.x); }
+  template <typename Op, typename S>
+  __device__ S allreduce(const Op& op, S s) const {
+    return warp ? warp_allreduce(op, s) : block_allreduce(op, s);
+  }
+};
+
+// Sources of states: a row of x, a chunk of a row of x, or partial states of pass 1.
+template <typename T, typename Op>
+struct RowSrc {
+  const T* x;
+  int64_t n;
+  Op op;
+  __device__ int64_t len(int64_t) const { return n; }
+  __device__ typename Op::State get(int64_t r, int64_t i) const {
+    return op.load(cast_to<red_acc_t<T>>(x[r * n + i]), i);
+  }
+};
+
+template <typename T, typename Op>
+struct ChunkSrc {  // virtual row vr = (row vr / chunks, chunk vr % chunks)
+  const T* x;
+  int64_t n, chunks, chunk;
+  Op op;
+  __device__ int64_t len(int64_t vr) const {
+    const int64_t rest = n - (vr % chunks) * chunk;
+    return rest < chunk ? rest : chunk;
+  }
+  __device__ typename Op::State get(int64_t vr, int64_t i) const {
+    const int64_t j = (vr % chunks) * chunk + i;
+    return op.load(cast_to<red_acc_t<T>>(x[(vr / chunks) * n + j]), j);
+  }
+};
+
+template <typename S>
+struct StateSrc {
+  const S* p;
+  int64_t chunks;
+  __device__ int64_t len(int64_t) const { return chunks; }
+  __device__ S get(int64_t r, int64_t i) const { return p[r * chunks + i]; }
+};
+
+template <typename S>
+struct StateDst {
+  S* p;
+  __device__ void put(int64_t r, S s) const { p[r] = s; }
+};
+
+template <typename Out, typename Op>
+struct OutDst {
+  Out* y;
+  Op op;
+  __device__ void put(int64_t r, typename Op::State s) const { y[r] = op.template finish<Out>(s); }
+};
+
+// rows virtual rows of src.len(r) states each -> dst.put(r, combined state)
+template <typename Op, typename Src, typename Dst>
+__global__ void reduce_rows_kernel(Rows R, int64_t rows, Op op, Src src, Dst dst) {
+  for (int64_t r = R.first(); r < rows; r += R.step()) {
+    typename Op::State s = op.identity();
+    const int64_t n = src.len(r);
+    for (int64_t i = R.lane(); i < n; i += R.width()) s = op.combine(s, src.get(r, i));
+    s = R.allreduce(op, s);
+    if (R.lane() == 0) dst.put(r, s);
+  }
+}
+
+struct RowPlan {
+  bool warp;
+  unsigned grid, block;
+};
+
+RowPlan plan_rows(int64_t rows, int64_t n, int dev) {
+  const int64_t cap = int64_t(device_properties(dev).multiProcessorCount) * 16;
+  if (n <= 256) {
+    const int64_t blocks = (rows + kBlock / 32 - 1) / (kBlock / 32);
+    return {true, unsigned(std::max<int64_t>(1, std::min(blocks, cap))), unsigned(kBlock)};
+  }
+  return {false, unsigned(std::max<int64_t>(1, std::min(rows, cap))), n >= 4096 ? 512u : unsigned(kBlock)};
+}
+
+template <typename Src, typename Dst, typename Op>
+void launch_rows(const RowPlan& p, int64_t rows, const Op& op, const Src& src, const Dst& dst, cudaStream_t s) {
+  reduce_rows_kernel<<<p.grid, p.block, 0, s>>>(Rows{p.warp}, rows, op, src, dst);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T, typename Out, typename Op>
+void run_reduce(const Tensor& in, const Tensor& out, int64_t rows, int64_t n, const Op& op) {
+  const int dev = in.device().index;
+  const cudaStream_t stream = current_stream(dev);
+  const T* x = dptr<const T>(in);
+  Out* y = dptr<Out>(out);
+  const int64_t sms = device_properties(dev).multiProcessorCount;
+  if (rows >= sms || n < 65536) {
+    launch_rows(plan_rows(rows, n, dev), rows, op, RowSrc<T, Op>{x, n, op}, OutDst<Out, Op>{y, op}, stream);
+    return;
+  }
+  // Few long rows: pass 1 reduces ~4 blocks' worth of chunks per SM into partial states.
+  using S = typename Op::State;
+  const int64_t want = (4 * sms + rows - 1) / rows;
+  const int64_t chunk = (n + want - 1) / want;
+  const int64_t chunks = (n + chunk - 1) / chunk;
+  Tensor tmp = make_tensor({int64_t(sizeof(S)) * rows * chunks}, DType::UInt8, in.device());
+  S* partial = dptr<S>(tmp);
+  launch_rows(plan_rows(rows * chunks, chunk, dev), rows * chunks, op, ChunkSrc<T, Op>{x, n, chunks, chunk, op},
+              StateDst<S>{partial}, stream);
+  launch_rows(plan_rows(rows, chunks, dev), rows, op, StateSrc<S>{partial, chunks}, OutDst<Out, Op>{y, op}, stream);
+}
+
+// in: [rows, n] contiguous; var, mean: [rows]. Two passes over the row (mean, then the
+// squared deviations), as the CPU does.
+template <typename T>
+__global__ void var_mean_kernel(Rows R, const T* x, T* var, T* mean, int64_t rows, int64_t n, int64_t correction) {
+  using Acc = acc_t<T>;
+  const SumOp<Acc> sum;
+  for (int64_t r = R.first(); r < rows; r += R.step()) {
+    const T* p = x + r * n;
+    Acc s = 0;
+    for (int64_t i = R.lane(); i < n; i += R.width()) s += cast_to<Acc>(p[i]);
+    const Acc m = R.allreduce(sum, s) / Acc(n);
+    Acc ss = 0;
+    for (int64_t i = R.lane(); i < n; i += R.width()) {
+      const Acc d = cast_to<Acc>(p[i]) - m;
+      ss += d * d;
+    }
+    ss = R.allreduce(sum, ss);
+    if (R.lane() == 0) {
+      const int64_t dof = n - correction;
+      mean[r] = cast_to<T>(m);
+      var[r] = cast_to<T>(dof > 0 ? ss / Acc(dof) : Acc(NAN));
+    }
+  }
+}
+
+// in, out: [rows, n] contiguous. out = softmax(in) or log_softmax(in) along n, in Acc.
+template <typename T, typename O, typename Acc>
+__global__ void softmax_kernel(Rows R, const T* x, O* y, int64_t rows, int64_t n, bool log) {
+  for (int64_t r = R.first(); r < rows; r += R.step()) {
+    const T* p = x + r * n;
+    O* q = y + r * n;
+    Acc mx = Acc(-INFINITY);
+    for (int64_t i = R.lane(); i < n; i += R.width()) {
+      const Acc v = cast_to<Acc>(p[i]);
+      mx = mx < v ? v : mx;
+    }
+    mx = R.allreduce(MaxValueOp<Acc>{}, mx);
+    if (mx == Acc(-INFINITY)) mx = 0;  // a row of -inf: avoid inf - inf
+    Acc sum = 0;
+    for (int64_t i = R.lane(); i < n; i += R.width()) sum += std::exp(cast_to<Acc>(p[i]) - mx);
+    sum = R.allreduce(SumOp<Acc>{}, sum);
+    if (log) {
+      const Acc lse = mx + std::log(sum);
+      for (int64_t i = R.lane(); i < n; i += R.width()) q[i] = cast_to<O>(cast_to<Acc>(p[i]) - lse);
+    } else {
+      const Acc inv = Acc(1) / sum;
+      for (int64_t i = R.lane(); i < n; i += R.width()) q[i] = cast_to<O>(std::exp(cast_to<Acc>(p[i]) - mx) * inv);
+    }
+  }
+}
+
+void row_geometry(const Tensor& in, const Tensor& out, int64_t& rows, int64_t& n) {
+  n = in.dim() ? in.size(-1) : 1;
+  rows = n ? in.numel() / n : out.numel();
+}
+
+}  // namespace
+
+void reduce(ReduceOp op, const Tensor& in, const Tensor& out) {
+  int64_t rows, n;
+  row_geometry(in, out, rows, n);
+  if (rows == 0) return;
+  MT_CHECK(n > 0, "reduce", "cannot reduce an empty row on the GPU");  // launch::reduce fills these
+  MT_CHECK(in.is_contiguous(), "reduce", "the CUDA kernel expects a contiguous [rows, n] input");
+  DeviceGuard g(in.device().index);
+  dispatch_all(in.dtype(), [&]<typename T>() {
+    using Acc = red_acc_t<T>;
+    // One output type per (op, T), as the CPU kernel: sums of bool/uint8/int32 are int64,
+    // arg* are int64, everything else keeps T.
+    using SumOut = std::conditional_t<std::is_same_v<T, bool> || std::is_same_v<T, uint8_t> ||
+                                          std::is_same_v<T, int32_t>,
+                                      int64_t, T>;
+    auto expect = [&](DType want) {
+      MT_CHECK(out.dtype() == want, "reduce", "the CUDA kernel writes ", dtype_name(want), " for a ",
+               dtype_name(in.dtype()), " input, got an output of ", dtype_name(out.dtype()));
+    };
+    switch (op) {
+      case ReduceOp::Sum:
+        expect(std::is_same_v<SumOut, T> ? in.dtype() : DType::Int64);
+        return run_reduce<T, SumOut>(in, out, rows, n, SumOp<Acc>{});
+      case ReduceOp::Prod: expect(in.dtype()); return run_reduce<T, T>(in, out, rows, n, ProdOp<Acc>{});
+      case ReduceOp::Max: expect(in.dtype()); return run_reduce<T, T>(in, out, rows, n, ExtremeOp<Acc, true, false>{});
+      case ReduceOp::Min: expect(in.dtype()); return run_reduce<T, T>(in, out, rows, n, ExtremeOp<Acc, false, false>{});
+      case ReduceOp::ArgMax:
+        expect(DType::Int64);
+        return run_reduce<T, int64_t>(in, out, rows, n, ExtremeOp<Acc, true, true>{});
+      case ReduceOp::ArgMin:
+        expect(DType::Int64);
+        return run_reduce<T, int64_t>(in, out, rows, n, ExtremeOp<Acc, false, true>{});
+    }
+  });
+}
+
+void var_mean(const Tensor& in, const Tensor& var, const Tensor& mean, int64_t correction) {
+  int64_t rows, n;
+  row_geometry(in, var, rows, n);
+  if (rows == 0) return;
+  MT_CHECK(in.is_contiguous(), "var", "the CUDA kernel expects a contiguous [rows, n] input");
+  const int dev = in.device().index;
+  DeviceGuard g(dev);
+  dispatch_floating(in.dtype(), "var", [&]<typename T>() {
+    const RowPlan p = plan_rows(rows, n, dev);
+    const cudaStream_t s = current_stream(dev);
+    var_mean_kernel<T><<<p.grid, p.block, 0, s>>>(Rows{p.warp}, dptr<const T>(in), dptr<T>(var), dptr<T>(mean),
+                                                  rows, n, correction);
+    MT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void softmax(const Tensor& in, const Tensor& out, bool log) {
+  int64_t rows, n;
+  row_geometry(in, out, rows, n);
+  if (rows == 0 || n == 0) return;
+  MT_CHECK(in.is_contiguous() && out.is_contiguous(), "softmax", "the CUDA kernel expects contiguous rows");
+  const int dev = in.device().index;
+  DeviceGuard g(dev);
+  dispatch_floating(in.dtype(), "softmax", [&]<typename T>() {
+    dispatch_floating(out.dtype(), "softmax", [&]<typename O>() {
+      using Acc = std::conditional_t<std::is_same_v<T, double> || std::is_same_v<O, double>, double, float>;
+      const RowPlan p = plan_rows(rows, n, dev);
+      const cudaStream_t s = current_stream(dev);
+      softmax_kernel<T, O, Acc><<<p.grid, p.block, 0, s>>>(Rows{p.warp}, dptr<const T>(in), dptr<O>(out), rows, n,
+                                                           log);
+      MT_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+}  // namespace mantissa::cuda

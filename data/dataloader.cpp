@@ -1,0 +1,301 @@
+#include "data/dataloader.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <numeric>
+#include <random>
+#include <thread>
+#include <utility>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "autograd/grad_mode.h"
+#include "core/error.h"
+
+namespace mantissa::data {
+
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Uniform in [0, n) without modulo bias; std::uniform_int_distribution is not
+// specified bit-for-bit, so it would give different orders on other standard libraries.
+uint64_t bounded(std::mt19937_64& e, uint64_t n) {
+  const uint64_t threshold = (0 - n) % n;  // 2^64 mod n: reject the short last bucket
+  for (;;) {
+    uint64_t r = e();
+    if (r >= threshold) return r % n;
+  }
+}
+
+// The visiting order of epoch `epoch`: a function of (seed, epoch) alone, so a resumed
+// run and an interrupted epoch never disturb later orders.
+std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t epoch) {
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), int64_t(0));
+  if (shuffle && n > 1) {
+    std::mt19937_64 e(splitmix64(seed ^ splitmix64(uint64_t(epoch))));
+    for (int64_t i = n - 1; i > 0; --i) std::swap(order[size_t(i)], order[bounded(e, uint64_t(i + 1))]);
+  }
+  return order;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Epoch
+
+class DataLoader::Epoch {
+ public:
+  Epoch(DataLoader* owner, int64_t start, int64_t num_batches)
+      : owner_(owner),
+        dataset_(owner->dataset_),
+        options_(owner->options_),
+        epoch_(owner->epoch_),
+        order_(epoch_order(dataset_->size(), options_.shuffle, options_.seed, epoch_)),
+        next_(start),
+        num_batches_(num_batches) {
+    if (options_.prefetch > 0) worker_ = std::thread([this] { run(); });
+  }
+
+  ~Epoch() {
+    stop();
+    if (owner_ && owner_->active_ == this) owner_->active_ = nullptr;
+  }
+
+  // Joins the worker; fetch() returns false from now on.
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    not_full_.notify_all();
+    not_empty_.notify_all();
+    if (worker_.joinable()) worker_.join();
+  }
+
+  // Blocks for the next batch; false at the end of the epoch (or once stopped).
+  // Re-throws an exception raised while loading the batch.
+  bool fetch() {
+    if (options_.prefetch == 0) {
+      if (stop_ || next_ >= num_batches_) return false;
+      current_ = load(next_++);
+      return true;
+    }
+    Item item;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      not_empty_.wait(lock, [&] { return stop_ || !queue_.empty() || done_; });
+      if (stop_ || queue_.empty()) return false;
+      item = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    not_full_.notify_one();
+    if (item.error) std::rethrow_exception(item.error);
+    current_ = std::move(item.batch);
+    ++next_;
+    return true;
+  }
+
+  Batch& current() { return current_; }
+  DataLoader* owner() const { return owner_; }
+  void set_owner(DataLoader* owner) { owner_ = owner; }
+
+ private:
+  struct Item {
+    Batch batch;
+    std::exception_ptr error;
+  };
+
+  Batch load(int64_t b) const {
+    try {
+      const int64_t n = int64_t(order_.size()), bs = options_.batch_size;
+      const int64_t lo = b * bs, hi = std::min(lo + bs, n);
+      std::vector<int64_t> indices(order_.begin() + lo, order_.begin() + hi);
+      Batch batch;
+      if (options_.collate) {
+        std::vector<Example> examples;
+        examples.reserve(indices.size());
+        for (int64_t i : indices) examples.push_back(dataset_->get(i));
+        batch = options_.collate(examples);
+      } else {
+        batch = dataset_->get_batch(indices);
+      }
+      if (options_.batch_transform) batch = options_.batch_transform(std::move(batch));
+      return batch;
+    } catch (const Error& e) {
+      throw Error(detail::concat("DataLoader: loading batch ", b, " of epoch ", epoch_, ": ", e.what()));
+    }
+  }
+
+  void run() {
+    NoGradGuard no_grad;  // batches are inputs, never part of a graph
+#ifdef _OPENMP
+    // One OpenMP pool for the process: a second team on this thread would fight the
+    // consumer's kernels for the same cores.
+    omp_set_num_threads(1);
+#endif
+    for (int64_t b = next_; b < num_batches_; ++b) {
+      {
+        // Wait for a free slot before loading, so at most `prefetch` batches exist
+        // beyond the one the consumer holds (this is the only producer: the slot stays free).
+        std::unique_lock<std::mutex> lock(mutex_);
+        not_full_.wait(lock, [&] { return stop_ || int64_t(queue_.size()) < options_.prefetch; });
+        if (stop_) return;
+      }
+      Item item;
+      try {
+        item.batch = load(b);
+      } catch (...) {
+        item.error = std::current_exception();
+      }
+      const bool failed = item.error != nullptr;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (stop_) return;
+        queue_.push_back(std::move(item));
+      }
+      not_empty_.notify_one();
+      if (failed) return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    not_empty_.notify_one();
+  }
+
+  DataLoader* owner_;  // null once the loader has moved on (or is gone)
+  std::shared_ptr<const Dataset> dataset_;
+  const DataLoaderOptions options_;
+  const int64_t epoch_;
+  const std::vector<int64_t> order_;
+  int64_t next_;  // the next batch the consumer will receive
+  const int64_t num_batches_;
+  Batch current_;
+
+  std::mutex mutex_;
+  std::condition_variable not_empty_, not_full_;
+  std::deque<Item> queue_;
+  bool stop_ = false, done_ = false;
+  std::thread worker_;  // declared last: started after everything it reads exists
+};
+
+// ---------------------------------------------------------------- Iterator
+
+DataLoader::Iterator::Iterator(std::unique_ptr<Epoch> epoch) : epoch_(std::move(epoch)) { advance(); }
+DataLoader::Iterator::Iterator(Iterator&&) noexcept = default;
+DataLoader::Iterator& DataLoader::Iterator::operator=(Iterator&&) noexcept = default;
+DataLoader::Iterator::~Iterator() = default;
+
+Batch& DataLoader::Iterator::operator*() const {
+  MT_CHECK(epoch_ != nullptr, "DataLoader", "dereferencing an iterator past the end of the epoch");
+  return epoch_->current();
+}
+
+DataLoader::Iterator& DataLoader::Iterator::operator++() {
+  MT_CHECK(epoch_ != nullptr, "DataLoader", "incrementing an iterator past the end of the epoch");
+  advance();
+  return *this;
+}
+
+void DataLoader::Iterator::advance() {
+  bool more;
+  try {
+    more = epoch_->fetch();
+  } catch (...) {
+    epoch_.reset();  // join the worker before the exception leaves the loop
+    throw;
+  }
+  DataLoader* owner = epoch_->owner();
+  if (more) {
+    if (owner) ++owner->batch_;
+    return;
+  }
+  if (owner && owner->active_ == epoch_.get()) {  // ran to the end: the next begin() starts a fresh epoch
+    ++owner->epoch_;
+    owner->batch_ = 0;
+    owner->in_epoch_ = false;
+  }
+  epoch_.reset();
+}
+
+// ---------------------------------------------------------------- DataLoader
+
+DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options)
+    : dataset_(std::move(dataset)), options_(std::move(options)) {
+  MT_CHECK(dataset_ != nullptr, "DataLoader", "dataset is null");
+  MT_CHECK(options_.batch_size >= 1, "DataLoader", "batch_size must be at least 1, got ", options_.batch_size);
+  MT_CHECK(options_.prefetch >= 0, "DataLoader", "prefetch must be non-negative, got ", options_.prefetch);
+}
+
+DataLoader::DataLoader(DataLoader&& o) noexcept
+    : dataset_(std::move(o.dataset_)),
+      options_(std::move(o.options_)),
+      epoch_(o.epoch_),
+      batch_(o.batch_),
+      in_epoch_(o.in_epoch_),
+      active_(std::exchange(o.active_, nullptr)) {
+  if (active_) active_->set_owner(this);
+}
+
+DataLoader& DataLoader::operator=(DataLoader&& o) noexcept {
+  if (this == &o) return *this;
+  stop_active();
+  dataset_ = std::move(o.dataset_);
+  options_ = std::move(o.options_);
+  epoch_ = o.epoch_;
+  batch_ = o.batch_;
+  in_epoch_ = o.in_epoch_;
+  active_ = std::exchange(o.active_, nullptr);
+  if (active_) active_->set_owner(this);
+  return *this;
+}
+
+DataLoader::~DataLoader() { stop_active(); }
+
+void DataLoader::stop_active() {
+  if (!active_) return;
+  active_->stop();
+  active_->set_owner(nullptr);
+  active_ = nullptr;
+}
+
+int64_t DataLoader::size() const {
+  const int64_t n = dataset_->size(), bs = options_.batch_size;
+  return options_.drop_last ? n / bs : (n + bs - 1) / bs;
+}
+
+DataLoader::Iterator DataLoader::begin() {
+  stop_active();
+  if (in_epoch_) {  // the previous iteration stopped early: this is a new epoch
+    ++epoch_;
+    batch_ = 0;
+  }
+  const int64_t num_batches = size();
+  batch_ = std::min(batch_, num_batches);
+  in_epoch_ = true;
+  auto epoch = std::make_unique<Epoch>(this, batch_, num_batches);
+  active_ = epoch.get();
+  return Iterator(std::move(epoch));
+}
+
+void DataLoader::set_state(const DataLoaderState& s) {
+  MT_CHECK(s.epoch >= 0 && s.batch >= 0, "DataLoader::set_state", "epoch and batch must be non-negative, got epoch ",
+           s.epoch, ", batch ", s.batch);
+  stop_active();
+  options_.seed = s.seed;
+  epoch_ = s.epoch;
+  batch_ = s.batch;
+  in_epoch_ = false;
+}
+
+}  // namespace mantissa::data

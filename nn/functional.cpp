@@ -1,0 +1,127 @@
+// linear, embedding, dropout and flatten.
+#include "nn/functional.h"
+
+#include "core/random.h"
+#include "nn/functional_detail.h"
+
+namespace mantissa::nn {
+
+using namespace detail;
+
+std::ostream& operator<<(std::ostream& os, const Size2& s) { return os << "(" << s.h << ", " << s.w << ")"; }
+
+const char* reduction_name(Reduction r) {
+  switch (r) {
+    case Reduction::None: return "none";
+    case Reduction::Mean: return "mean";
+    case Reduction::Sum: return "sum";
+  }
+  return "?";
+}
+
+namespace functional {
+
+Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) { return x.flatten(start_dim, end_dim); }
+
+// One node for the whole of x W^T + b: the weight gradient is a single GEMM over all
+// leading dims (x [B, T, in] -> [B*T, in]) rather than one per batch entry and a sum.
+Tensor linear(const Tensor& x0, const Tensor& w0, const Tensor& b0) {
+  auto in = amp::autocast_many("linear", {x0, w0, b0});
+  const Tensor &x = in[0], &w = in[1], &b = in[2];
+  MT_CHECK(x.defined() && w.defined(), "linear", "input and weight must be defined");
+  launch::check_same_device("linear", {x, w, b});
+  MT_CHECK(w.dim() == 2, "linear", "weight must be 2-D [out_features, in_features], got ", describe({w}));
+  MT_CHECK(x.dim() >= 1 && x.size(-1) == w.size(1), "linear", "input ", describe({x}),
+           " does not end in in_features = ", w.size(1), " of weight ", describe({w}));
+  MT_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == w.size(0)), "linear", "bias must be [", w.size(0),
+           "], got ", describe({b}));
+  MT_CHECK(is_floating(x.dtype()) && x.dtype() == w.dtype() && (!b.defined() || b.dtype() == x.dtype()), "linear",
+           "input, weight and bias must share one floating dtype, got ", describe({x, w, b}));
+  const int64_t K = w.size(1), N = w.size(0), M = shape_numel(Shape(x.sizes().begin(), x.sizes().end() - 1));
+  Shape out_shape = x.sizes();
+  out_shape.back() = N;
+  Tensor y = make_tensor({1, M, N}, x.dtype(), x.device());
+  const Backend& be = backend_for(x.device());
+  if (M * N > 0) {
+    if (K == 0) {
+      be.fill(y, 0);
+    } else {
+      Tensor xc = launch::contiguous(x);
+      Tensor wc = launch::contiguous(w);
+      Tensor a = make_view(xc, {1, M, K}, {0, K, 1}, xc.offset());
+      Tensor bt = make_view(wc, {1, K, N}, {0, 1, K}, wc.offset());  // W^T without a copy
+      be.matmul(a, bt, y);
+    }
+    if (b.defined()) be.binary(BinaryOp::Add, y, b, y);
+  }
+  y = make_view(y, out_shape, contiguous_strides(out_shape), 0);
+  if (needs_grad({x, w, b})) {
+    record("linear", {x, w, b}, y, [sx = SavedTensor(x), sw = SavedTensor(w), K, N](const Tensor& g, auto& need) {
+      Tensor x = sx.unpack(), w = sw.unpack();
+      Tensor g2 = g.reshape({-1, N});
+      Tensor gx, gw, gb;
+      if (need[0]) gx = matmul(g2, w).reshape(x.sizes());
+      if (need[1]) gw = matmul(g2.t(), x.reshape({-1, K}));
+      if (need[2]) gb = sum(g2, {0});
+      return Grads{gx, gw, gb};
+    });
+  }
+  return y;
+}
+
+Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx) {
+  MT_CHECK(weight.defined() && weight.dim() == 2, "embedding", "weight must be 2-D [num_embeddings, dim], got ",
+           describe({weight}));
+  MT_CHECK(indices.dtype() == DType::Int64 || indices.dtype() == DType::Int32, "embedding",
+           "indices must be int64 or int32, got ", describe({indices}));
+  const int64_t num = weight.size(0), dim = weight.size(1);
+  if (padding_idx) {
+    MT_CHECK(*padding_idx >= -num && *padding_idx < num, "embedding", "padding_idx ", *padding_idx,
+             " is out of range for ", num, " embeddings");
+    if (*padding_idx < 0) *padding_idx += num;
+  }
+  Tensor idx = launch::cast(indices, DType::Int64).reshape({-1});
+  if (idx.device().is_cpu()) {
+    const int64_t* p = idx.data_ptr<int64_t>();
+    for (int64_t i = 0; i < idx.numel(); ++i)
+      MT_CHECK(p[i] >= 0 && p[i] < num, "embedding", "index ", p[i], " at position ", i,
+               " is out of range for an embedding of ", num, " rows (weight ", weight.shape_str(), ")");
+  }
+  Shape out_shape = indices.sizes();
+  out_shape.push_back(dim);
+  Tensor y;
+  {
+    NoGradGuard guard;
+    y = index_select(weight, 0, idx).reshape(out_shape);
+  }
+  if (needs_grad({weight})) {
+    record("embedding", {weight}, y, [idx, num, dim, padding_idx](const Tensor& g, auto&) {
+      Tensor g2 = g.reshape({-1, dim});
+      Tensor where_to = idx.reshape({-1, 1}).expand({idx.numel(), dim}).contiguous();
+      Tensor gw = scatter_add(zeros({num, dim}, {.dtype = g.dtype(), .device = g.device()}), 0, where_to, g2);
+      if (padding_idx) {
+        Tensor row = (arange(num).to(g.device()) == *padding_idx).reshape({num, 1});
+        gw = masked_fill(gw, row, 0);
+      }
+      return Grads{gw};
+    });
+  }
+  return y;
+}
+
+Tensor dropout(const Tensor& x, double p, bool training) {
+  MT_CHECK(p >= 0 && p <= 1, "dropout", "probability must be in [0, 1], got ", p);
+  if (!training || p == 0) return x;
+  MT_CHECK(is_floating(x.dtype()), "dropout", "expected a floating-point input, got ", describe({x}));
+  if (p == 1) return x * 0.0;
+  // The kept-and-scaled mask is a constant: backward is g * mask through mul.
+  Tensor mask = bernoulli(x.sizes(), 1 - p, {.dtype = x.dtype(), .device = x.device()});
+  {
+    NoGradGuard guard;
+    mask.mul_(1.0 / (1.0 - p));
+  }
+  return x * mask;
+}
+
+}  // namespace functional
+}  // namespace mantissa::nn

@@ -1,0 +1,149 @@
+// nn::functional (alias nn::F): the differentiable ops behind the layers, usable on
+// their own. Each op is defined once (nn/functional*.cpp): autocast per its policy
+// name, shape/dtype checks that throw mantissa::Error, the kernel, and its backward.
+//
+//   namespace F = mt::nn::functional;
+//   mt::Tensor h = F::conv2d(x, w, b, {.stride = 2, .padding = 1});
+//   h = F::max_pool2d(F::relu(h), 2);
+//   mt::Tensor loss = F::cross_entropy(F::linear(h.flatten(1), w2, b2), labels, {.label_smoothing = 0.1});
+//
+// Under mt::amp::Autocast, linear and conv2d run in fp16/bf16 (fp32 accumulation),
+// while the norms and the losses run in fp32 and return fp32.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <ostream>
+
+#include "autograd/ops.h"
+#include "core/tensor.h"
+
+namespace mantissa::nn {
+
+// A (height, width) pair for 2-D window parameters; a single number means both.
+//   F::conv2d(x, w, {}, {.stride = 2, .padding = {1, 0}});
+struct Size2 {
+  int64_t h = 0, w = 0;
+  Size2() = default;
+  Size2(int64_t v) : h(v), w(v) {}  // NOLINT: implicit on purpose, `.stride = 2`
+  Size2(int64_t h_, int64_t w_) : h(h_), w(w_) {}
+  bool operator==(const Size2&) const = default;
+};
+std::ostream& operator<<(std::ostream& os, const Size2& s);  // "(3, 3)"
+
+// How a loss combines per-element values.
+enum class Reduction { None, Mean, Sum };
+const char* reduction_name(Reduction r);
+
+namespace functional {
+
+// --- activations and shape (the ops themselves live in autograd/ops.h) ---
+using mantissa::gelu;
+using mantissa::log_softmax;
+using mantissa::relu;
+using mantissa::sigmoid;
+using mantissa::silu;
+using mantissa::softmax;
+using mantissa::tanh;
+// x.flatten(start_dim, end_dim)
+Tensor flatten(const Tensor& x, int64_t start_dim = 1, int64_t end_dim = -1);
+
+// --- linear and embedding ---
+// y = x W^T + b; x [..., in], weight [out, in], bias [out] or undefined -> [..., out].
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+// Rows of weight [num, dim] picked by integer `indices` of any shape -> [..., dim]. The row
+// padding_idx (negative counts from the end) gets no gradient.
+Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt);
+// Zeroes each element with probability p and scales the rest by 1 / (1 - p) (training only;
+// the identity otherwise). Draws from the default generator (mt::manual_seed).
+Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
+
+// --- convolution ---
+struct Conv2dFuncOptions {
+  Size2 stride = 1;
+  Size2 padding = 0;
+  Size2 dilation = 1;
+  int64_t groups = 1;
+};
+// x [N, C, H, W] (or unbatched [C, H, W]), weight [Cout, C / groups, KH, KW], bias [Cout] or
+// undefined -> [N, Cout, OH, OW]. im2col + GEMM on the CPU.
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, const Conv2dFuncOptions& opts = {});
+
+struct UnfoldOptions {
+  Size2 dilation = 1;
+  Size2 padding = 0;
+  Size2 stride = 1;
+};
+// Sliding patches: x [N, C, H, W] -> [N, C * KH * KW, L] (torch.nn.functional.unfold).
+Tensor unfold(const Tensor& x, Size2 kernel_size, const UnfoldOptions& opts = {});
+// The adjoint of unfold, summing overlapping patches: [N, C * KH * KW, L] -> [N, C, H, W].
+Tensor fold(const Tensor& cols, Size2 output_size, Size2 kernel_size, const UnfoldOptions& opts = {});
+
+// --- pooling (x [N, C, H, W] or [C, H, W]) ---
+struct MaxPool2dFuncOptions {
+  Size2 stride = 0;  // 0: the kernel size
+  Size2 padding = 0;
+  Size2 dilation = 1;
+  bool ceil_mode = false;
+};
+Tensor max_pool2d(const Tensor& x, Size2 kernel_size, const MaxPool2dFuncOptions& opts = {});
+// The maxima and their flat positions h * W + w within each input plane.
+ValuesIndices max_pool2d_with_indices(const Tensor& x, Size2 kernel_size, const MaxPool2dFuncOptions& opts = {});
+
+struct AvgPool2dFuncOptions {
+  Size2 stride = 0;  // 0: the kernel size
+  Size2 padding = 0;
+  bool ceil_mode = false;
+  bool count_include_pad = true;
+  int64_t divisor_override = 0;  // > 0: divide every window sum by this
+};
+Tensor avg_pool2d(const Tensor& x, Size2 kernel_size, const AvgPool2dFuncOptions& opts = {});
+// Mean over adaptive windows giving exactly `output_size`.
+Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size);
+
+// --- normalization ---
+// x [N, C, ...]. Training: normalizes with the batch statistics and, when the running
+// tensors are given, updates them in place (running = (1 - momentum) * running + momentum
+// * batch, with the unbiased batch variance). Eval: normalizes with the running statistics.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight = {},
+                  const Tensor& bias = {}, bool training = false, double momentum = 0.1, double eps = 1e-5);
+// Normalizes over the trailing dims `normalized_shape`; weight and bias have that shape.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
+                  double eps = 1e-5);
+
+// --- losses (fp32 under autocast) ---
+struct CrossEntropyOptions {
+  Tensor weight;              // [C] class weights, or undefined
+  int64_t ignore_index = -100;
+  Reduction reduction = Reduction::Mean;
+  double label_smoothing = 0.0;
+};
+// input: logits [N, C] (or [C], or [N, C, d1, ...]); target: class indices [N] (or [], or
+// [N, d1, ...]). Fused log-softmax + NLL. Mean divides by the summed weight of the
+// non-ignored targets, as PyTorch.
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& opts = {});
+
+struct NllLossOptions {
+  Tensor weight;
+  int64_t ignore_index = -100;
+  Reduction reduction = Reduction::Mean;
+};
+// input: log-probabilities [N, C] (or [C], or [N, C, d1, ...]); target as in cross_entropy.
+Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions& opts = {});
+
+// Squared error; input and target must have the same shape.
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+
+struct BceWithLogitsOptions {
+  Tensor weight;      // broadcast to the input
+  Tensor pos_weight;  // weight of positive examples, broadcast along the last dim
+  Reduction reduction = Reduction::Mean;
+};
+// Sigmoid + binary cross-entropy in one numerically stable op; target has the input's shape.
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const BceWithLogitsOptions& opts = {});
+
+}  // namespace functional
+
+namespace F = functional;
+
+}  // namespace mantissa::nn

@@ -1,0 +1,32 @@
+// Helpers shared by the nn/functional*.cpp op definitions (not part of the public API).
+#pragma once
+#include "autograd/autocast.h"
+#include "autograd/op_helpers.h"
+#include "core/launch.h"
+#include "core/nn_kernels.h"
+#include "nn/functional.h"
+
+namespace mantissa::nn::detail {
+
+using mantissa::detail::describe;
+using mantissa::detail::grad_for;
+using mantissa::detail::Grads;
+using mantissa::detail::needs_grad;
+using mantissa::detail::record;
+using mantissa::detail::SavedTensor;
+
+// The accumulation dtype of the nn kernels for a floating dtype: fp64 stays fp64, the rest use fp32.
+inline DType acc_type(DType t) { return t == DType::Float64 ? DType::Float64 : DType::Float32; }
+
+// `t` converted to `dtype` and made contiguous, with no autograd history (undefined stays undefined).
+inline Tensor plain(const Tensor& t, DType dtype) { return t.defined() ? launch::cast(t, dtype) : t; }
+
+// The kernel table of x's device, checked to have entry `fn`.
+template <typename Fn>
+Fn kernel(const Tensor& x, const char* op, Fn NnKernels::*entry) {
+  Fn fn = nn_kernels_for(x.device(), op).*entry;
+  MT_CHECK(fn != nullptr, op, "no kernel for ", x.device().str());
+  return fn;
+}
+
+}  // namespace mantissa::nn::detail

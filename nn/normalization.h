@@ -1,0 +1,82 @@
+// Normalization layers: BatchNorm1d, BatchNorm2d, LayerNorm.
+#pragma once
+#include <optional>
+
+#include "nn/module.h"
+
+namespace mantissa::nn {
+
+struct BatchNormOptions {
+  double eps = 1e-5;
+  // Weight of the batch statistic in the running estimate; nullopt: a cumulative average.
+  std::optional<double> momentum = 0.1;
+  bool affine = true;               // learn weight (ones) and bias (zeros)
+  bool track_running_stats = true;  // buffers running_mean, running_var, num_batches_tracked
+};
+
+// Batch normalization over dim 1 (channels), as torch.nn.BatchNorm*d. Training uses the
+// batch statistics and updates the running ones (with the unbiased batch variance);
+// eval mode normalizes with the running statistics.
+class BatchNorm : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+  void reset_running_stats();
+  void reset_parameters();
+  std::string extra_repr() const override;
+
+  int64_t num_features;
+  BatchNormOptions options;
+  Tensor weight, bias;                                      // [C], undefined unless affine
+  Tensor running_mean, running_var, num_batches_tracked;    // undefined unless tracked
+
+ protected:
+  BatchNorm(int64_t num_features, const BatchNormOptions& options, const char* name, int64_t min_dim,
+            int64_t max_dim);
+
+ private:
+  const char* layer_name_;
+  int64_t min_dim_, max_dim_;
+};
+
+// Over [N, C] or [N, C, L] inputs.
+//
+//   mt::nn::BatchNorm1d bn(128);
+//   mt::Tensor y = bn(x);              // x [N, 128]
+class BatchNorm1d : public BatchNorm {
+ public:
+  explicit BatchNorm1d(int64_t num_features, const BatchNormOptions& options = {});
+};
+
+// Over [N, C, H, W] inputs.
+//
+//   mt::nn::BatchNorm2d bn(64, {.momentum = 0.01});
+//   bn.eval();                         // use the running statistics
+class BatchNorm2d : public BatchNorm {
+ public:
+  explicit BatchNorm2d(int64_t num_features, const BatchNormOptions& options = {});
+};
+
+struct LayerNormOptions {
+  double eps = 1e-5;
+  bool elementwise_affine = true;  // learn weight (ones) and bias (zeros) of normalized_shape
+};
+
+// Normalizes over the trailing dims `normalized_shape` of each sample.
+//
+//   mt::nn::LayerNorm ln(512);         // x [B, T, 512]
+//   mt::nn::LayerNorm ln2({8, 64}, {.elementwise_affine = false});
+class LayerNorm : public Module {
+ public:
+  LayerNorm(Shape normalized_shape, const LayerNormOptions& options = {});
+  explicit LayerNorm(int64_t features, const LayerNormOptions& options = {})
+      : LayerNorm(Shape{features}, options) {}
+  Tensor forward(const Tensor& x) override;
+  void reset_parameters();
+  std::string extra_repr() const override;
+
+  Shape normalized_shape;
+  LayerNormOptions options;
+  Tensor weight, bias;
+};
+
+}  // namespace mantissa::nn

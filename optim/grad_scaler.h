@@ -1,0 +1,79 @@
+// GradScaler: loss scaling that is part of backward (design §4).
+//
+//   mt::amp::GradScaler scaler;                 // dynamic: 2^16, x2 every 2000 clean steps, x0.5 on overflow
+//   { mt::amp::Autocast ac(mt::kHalf); loss = F::cross_entropy(net.forward(x), y); }
+//   opt.zero_grad();
+//   scaler.backward(loss);   // seeds backward with S; the inf/NaN check rides on grad accumulation
+//   scaler.step(opt);        // skipped if any grad overflowed, else one fused unscale+update+refresh pass
+//   scaler.update();         // adjusts S
+//
+// A static scale (the mixed-precision paper's constant loss scale) is
+// GradScaler({.init_scale = 128, .dynamic = false}). With enabled = false every call
+// degrades to the plain fp32 behaviour (bf16 autocast needs no scaling).
+#pragma once
+#include <map>
+#include <string>
+
+#include "autograd/node.h"
+#include "core/tensor.h"
+
+namespace mantissa::optim {
+class Optimizer;
+}
+
+namespace mantissa::amp {
+
+struct GradScalerOptions {
+  double init_scale = 65536.0;  // 2^16
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;  // clean steps before the scale grows
+  bool enabled = true;
+  bool dynamic = true;    // false: the scale stays init_scale (overflowing steps are still skipped)
+  double min_scale = 0;   // the scale never backs off below this (0: no floor)
+  int64_t hysteresis = 1;  // overflowing steps tolerated before backing off (1: back off at once)
+};
+
+class GradScaler {
+ public:
+  explicit GradScaler(const GradScalerOptions& opts = {});
+
+  // Backpropagates `loss` (a scalar) seeded with the current scale S.
+  void backward(const Tensor& loss, bool retain_graph = false);
+  // Divides the optimizer's gradients by S in place (call before clipping); step() then
+  // does not unscale again. Returns whether a non-finite gradient was found.
+  bool unscale_(optim::Optimizer& opt);
+  // Runs opt.step with the gradients unscaled in the same pass, unless an inf/NaN was
+  // found during backward; returns whether the step was taken.
+  bool step(optim::Optimizer& opt);
+  // Adjusts the scale for the next iteration and clears the overflow flag.
+  void update();
+
+  double scale() const { return opts_.enabled ? scale_ : 1.0; }
+  int64_t skipped_steps() const { return skipped_; }
+  int64_t growth_tracker() const { return growth_tracker_; }
+  bool found_inf() const;
+  bool is_enabled() const { return opts_.enabled; }
+  const GradScalerOptions& options() const { return opts_; }
+
+  std::map<std::string, double> state_dict() const;
+  void load_state_dict(const std::map<std::string, double>& state);
+
+ private:
+  struct Sink final : autograd::FoundInfSink {
+    GradScaler* owner;
+    Tensor flag_for(Device device) override;
+  };
+  enum class Stage { Ready, Unscaled, Stepped };
+
+  GradScalerOptions opts_;
+  double scale_;
+  int64_t growth_tracker_ = 0;
+  int64_t overflows_in_a_row_ = 0;
+  int64_t skipped_ = 0;
+  Stage stage_ = Stage::Ready;
+  std::map<int, Tensor> flags_;  // found-inf flag per device (float32 [1] on that device)
+  Sink sink_;
+};
+
+}  // namespace mantissa::amp

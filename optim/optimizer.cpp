@@ -1,0 +1,253 @@
+#include "optim/optimizer.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <unordered_set>
+
+#include "autograd/grad_mode.h"
+#include "core/error.h"
+
+namespace mantissa::optim {
+
+double ParamGroup::get(const std::string& name) const {
+  if (name == "lr") {
+    MT_CHECK(lr.has_value(), "ParamGroup", "lr is not set");
+    return *lr;
+  }
+  if (name == "weight_decay") {
+    MT_CHECK(weight_decay.has_value(), "ParamGroup", "weight_decay is not set");
+    return *weight_decay;
+  }
+  auto it = options.find(name);
+  MT_CHECK(it != options.end(), "ParamGroup", "no hyper-parameter named '", name, "'");
+  return it->second;
+}
+
+void ParamGroup::set(const std::string& name, double value) {
+  if (name == "lr") {
+    lr = value;
+  } else if (name == "weight_decay") {
+    weight_decay = value;
+  } else {
+    auto it = options.find(name);
+    MT_CHECK(it != options.end(), "ParamGroup", "no hyper-parameter named '", name, "'");
+    it->second = value;
+  }
+}
+
+Optimizer::Optimizer(std::string name, double default_lr, double default_weight_decay,
+                     std::map<std::string, double> default_options)
+    : name_(std::move(name)),
+      default_lr_(default_lr),
+      default_weight_decay_(default_weight_decay),
+      default_options_(std::move(default_options)) {}
+
+void Optimizer::init_groups(std::vector<ParamGroup> groups) {
+  size_t total = 0;
+  for (const auto& g : groups) total += g.params.size();
+  MT_CHECK(total > 0, name_, "got an empty parameter list");
+  for (auto& g : groups) add_param_group(std::move(g));
+}
+
+void Optimizer::add_param_group(ParamGroup group) {
+  const std::string op = name_ + ".add_param_group";
+  std::unordered_set<const TensorImpl*> seen;
+  for (const auto& g : groups_)
+    for (const auto& p : g.params) seen.insert(p.impl());
+  for (size_t i = 0; i < group.params.size(); ++i) {
+    const Tensor& p = group.params[i];
+    MT_CHECK(p.defined(), op, "parameter ", i, " of the group is undefined");
+    MT_CHECK(p.is_leaf(), op, "can't optimize a non-leaf tensor (parameter ", i, " of shape ", p.shape_str(), ")");
+    MT_CHECK(p.dtype() == DType::Float32 || p.dtype() == DType::Float64, op, "parameter ", i, " of shape ",
+             p.shape_str(), " is ", dtype_name(p.dtype()),
+             "; optimizers update float32 (or float64) master weights: keep parameters in float32 and use "
+             "amp::Autocast for float16/bfloat16 compute");
+    MT_CHECK(seen.insert(p.impl()).second, op, "some parameters appear in more than one parameter group");
+  }
+  if (!group.lr) group.lr = default_lr_;
+  if (!group.weight_decay) group.weight_decay = default_weight_decay_;
+  for (const auto& [key, value] : group.options)
+    MT_CHECK(default_options_.count(key), op, "unknown hyper-parameter '", key, "' for ", name_);
+  for (const auto& [key, value] : default_options_) group.options.emplace(key, value);
+  check_group(group);
+  groups_.push_back(std::move(group));
+}
+
+std::vector<Tensor> Optimizer::parameters() const {
+  std::vector<Tensor> out;
+  for (const auto& g : groups_) out.insert(out.end(), g.params.begin(), g.params.end());
+  return out;
+}
+
+const ParamState* Optimizer::state(int64_t index) const {
+  auto it = state_.find(index);
+  return it == state_.end() ? nullptr : &it->second;
+}
+
+void Optimizer::step(const StepOptions& opts) {
+  const std::string op = name_ + ".step";
+  if (opts.found_inf.defined()) {
+    MT_CHECK(opts.found_inf.numel() == 1, op, "found_inf must have one element, got shape ",
+             opts.found_inf.shape_str());
+    if (opts.found_inf.item<double>() != 0) return;  // overflow: skip, leave everything as it was
+  }
+  MT_CHECK(std::isfinite(opts.inv_scale), op, "inv_scale must be finite, got ", opts.inv_scale);
+  NoGradGuard no_grad;
+  int64_t index = 0;
+  for (const auto& group : groups_) {
+    check_group(group);  // users and schedulers edit hyper-parameters between steps
+    for (const auto& p : group.params) {
+      const Tensor grad = p.grad();
+      if (grad.defined()) {
+        const bool fresh = !state_.count(index);
+        ParamState& st = state_[index];
+        ++st.step;
+        try {
+          update(group, p, grad, st, opts.inv_scale);
+        } catch (...) {
+          if (fresh)
+            state_.erase(index);
+          else
+            --st.step;
+          throw;
+        }
+      }
+      ++index;
+    }
+  }
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  NoGradGuard no_grad;
+  for (const auto& group : groups_)
+    for (const auto& p : group.params) {
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      if (set_to_none) {
+        p.set_grad(Tensor());
+      } else {
+        if (g.grad_fn()) {  // a gradient with history (create_graph): keep the values, drop the graph
+          g = g.detach();
+          p.set_grad(g);
+        }
+        g.zero_();
+      }
+    }
+}
+
+StateDict Optimizer::state_dict() const {
+  NoGradGuard no_grad;
+  StateDict sd;
+  for (const auto& [index, st] : state_) {
+    const std::string prefix = "state." + std::to_string(index) + ".";
+    sd.scalars[prefix + "step"] = double(st.step);
+    for (const auto& [name, buf] : st.buffers) sd.tensors[prefix + name] = buf.clone();
+  }
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const ParamGroup& group = groups_[g];
+    const std::string prefix = "param_groups." + std::to_string(g) + ".";
+    sd.scalars[prefix + "lr"] = *group.lr;
+    sd.scalars[prefix + "weight_decay"] = *group.weight_decay;
+    sd.scalars[prefix + "num_params"] = double(group.params.size());
+    for (const auto& [name, value] : group.options) sd.scalars[prefix + name] = value;
+  }
+  return sd;
+}
+
+namespace {
+
+// Splits "<head><index>.<rest>"; false when the key does not have that form.
+bool split_key(const std::string& key, const std::string& head, int64_t& index, std::string& rest) {
+  if (key.compare(0, head.size(), head) != 0) return false;
+  size_t pos = head.size(), end = pos;
+  while (end < key.size() && end - pos < 18 && std::isdigit(static_cast<unsigned char>(key[end]))) ++end;
+  if (end == pos || end >= key.size() || key[end] != '.') return false;
+  index = std::stoll(key.substr(pos, end - pos));
+  rest = key.substr(end + 1);
+  return !rest.empty();
+}
+
+}  // namespace
+
+void Optimizer::load_state_dict(const StateDict& dict) {
+  const std::string op = name_ + ".load_state_dict";
+  NoGradGuard no_grad;
+  const std::vector<Tensor> params = parameters();
+  const int64_t num_params = int64_t(params.size());
+  std::vector<size_t> group_of(params.size());
+  for (size_t g = 0, i = 0; g < groups_.size(); ++g)
+    for (size_t k = 0; k < groups_[g].params.size(); ++k) group_of[i++] = g;
+
+  std::vector<ParamGroup> groups = groups_;
+  std::map<int64_t, ParamState> state;
+  for (const auto& [key, value] : dict.scalars) {
+    int64_t index;
+    std::string rest;
+    if (split_key(key, "param_groups.", index, rest)) {
+      MT_CHECK(index < int64_t(groups.size()), op, "key '", key, "': the optimizer has ", groups.size(),
+               " parameter group(s)");
+      ParamGroup& group = groups[index];
+      if (rest == "num_params") {
+        MT_CHECK(value == double(group.params.size()), op, "key '", key, "': the saved group has ", value,
+                 " parameters, this one ", group.params.size());
+      } else {
+        MT_CHECK(rest == "lr" || rest == "weight_decay" || group.options.count(rest), op, "unknown key '", key,
+                 "' for ", name_);
+        group.set(rest, value);
+      }
+    } else if (split_key(key, "state.", index, rest) && rest == "step") {
+      MT_CHECK(index < num_params, op, "key '", key, "': the optimizer has ", num_params, " parameters");
+      MT_CHECK(value >= 0 && value == std::floor(value) && value < 9.0e15, op, "key '", key,
+               "': step must be a non-negative integer, got ", value);
+      state[index].step = int64_t(value);
+    } else {
+      MT_FAIL(op, "unknown key '", key, "' for ", name_);
+    }
+  }
+
+  // Every group hyper-parameter present (unknown keys were rejected above).
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const std::string prefix = "param_groups." + std::to_string(g) + ".";
+    std::vector<std::string> names = {"lr", "weight_decay", "num_params"};
+    for (const auto& [name, value] : groups[g].options) names.push_back(name);
+    for (const auto& name : names) MT_CHECK(dict.scalars.count(prefix + name), op, "missing key '", prefix + name, "'");
+  }
+
+  const std::vector<std::string> known = buffer_names();
+  for (const auto& [key, t] : dict.tensors) {
+    int64_t index;
+    std::string rest;
+    MT_CHECK(split_key(key, "state.", index, rest), op, "unknown key '", key, "' for ", name_);
+    MT_CHECK(index < num_params, op, "key '", key, "': the optimizer has ", num_params, " parameters");
+    MT_CHECK(std::find(known.begin(), known.end(), rest) != known.end(), op, "unknown key '", key, "' for ", name_);
+    const Tensor& p = params[index];
+    MT_CHECK(t.defined(), op, "key '", key, "': undefined tensor");
+    MT_CHECK(t.sizes() == p.sizes(), op, "key '", key, "': shape ", t.shape_str(), " does not match parameter ", index,
+             " of shape ", p.shape_str());
+    MT_CHECK(t.is_floating_point(), op, "key '", key, "': expected a floating-point tensor, got ",
+             dtype_name(t.dtype()));
+    // A private contiguous copy in the parameter's dtype and device (as torch casts state on load).
+    state[index].buffers[rest] = t.detach().to(p.device()).to(p.dtype()).clone();
+  }
+
+  for (const auto& [index, st] : state) {
+    const std::string prefix = "state." + std::to_string(index) + ".";
+    MT_CHECK(dict.scalars.count(prefix + "step"), op, "missing key '", prefix, "step'");
+    for (const auto& name : required_buffers(groups[group_of[index]]))
+      MT_CHECK(st.buffers.count(name), op, "missing key '", prefix + name, "'");
+  }
+  for (size_t g = 0; g < groups.size(); ++g) {
+    try {
+      check_group(groups[g]);
+    } catch (const Error& e) {
+      MT_FAIL(op, "param_groups.", g, ": ", e.what());
+    }
+  }
+
+  // Everything checked: commit.
+  groups_ = std::move(groups);
+  state_ = std::move(state);
+}
+
+}  // namespace mantissa::optim

@@ -1,0 +1,127 @@
+// The optimizer base: parameter groups, per-parameter state, zero_grad, the fused step
+// and a serializable state dict. Concrete optimizers (SGD, Adam, AdamW) supply the
+// per-element update.
+//
+//   mt::optim::SGD opt({{.params = body, .weight_decay = 1e-4},   // group 0
+//                       {.params = head, .lr = 0.01}},            // group 1: own lr
+//                      {.lr = 0.1, .momentum = 0.9});             // defaults
+//   opt.zero_grad();
+//   loss.backward();
+//   opt.step();
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace mantissa::optim {
+
+// A checkpointable snapshot: tensors and numbers keyed by dotted names, e.g.
+// "state.3.exp_avg" (tensor), "state.3.step", "param_groups.0.lr" (scalars).
+struct StateDict {
+  std::map<std::string, Tensor> tensors;
+  std::map<std::string, double> scalars;
+};
+
+// A set of parameters sharing hyper-parameters (PyTorch semantics): unset fields take the
+// optimizer's defaults when the group is added; afterwards every field is set.
+//
+//   mt::optim::ParamGroup g{.params = {w, b}, .lr = 0.01};
+//   g.options["momentum"] = 0.5;      // optimizer-specific override
+struct ParamGroup {
+  std::vector<Tensor> params = {};
+  std::optional<double> lr = std::nullopt;
+  std::optional<double> weight_decay = std::nullopt;
+  // The optimizer's other hyper-parameters by name ("momentum", "beta1", "eps", "nesterov"
+  // with 0/1 for flags...). Unknown names are rejected when the group is added.
+  std::map<std::string, double> options = {};
+
+  // The value of a hyper-parameter ("lr", "weight_decay" or an option); throws when missing.
+  double get(const std::string& name) const;
+  // Sets "lr", "weight_decay" or an existing option; throws on an unknown name.
+  void set(const std::string& name, double value);
+};
+
+struct StepOptions {
+  // Gradients are multiplied by this inside the update pass (GradScaler: 1 / scale).
+  float inv_scale = 1;
+  // Optional flag (one element, e.g. the GradScaler's float32 [1] found-inf): when nonzero
+  // the whole step is skipped and no parameter or state changes.
+  Tensor found_inf = {};
+};
+
+// Per-parameter optimizer state.
+struct ParamState {
+  int64_t step = 0;                       // updates applied to this parameter
+  std::map<std::string, Tensor> buffers;  // "momentum_buffer", "exp_avg", ...
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update of every parameter that has a gradient (parameters without one are skipped).
+  //   opt.step();                        // plain
+  //   opt.step({.inv_scale = 1 / S});    // what a GradScaler calls: unscales in the same pass
+  // Each parameter is updated in one fused pass that also refreshes its AMP working copy.
+  void step(const StepOptions& opts);
+  void step() { step(StepOptions{}); }
+
+  // Clears gradients: drops them (set_to_none, the default) or zeroes them in place.
+  void zero_grad(bool set_to_none = true);
+
+  // The groups, in order; schedulers and users may change hyper-parameters in place:
+  //   for (auto& g : opt.param_groups()) g.lr = *g.lr * 0.1;
+  std::vector<ParamGroup>& param_groups() { return groups_; }
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  // Adds a group (PyTorch add_param_group); its parameters get the next indices.
+  void add_param_group(ParamGroup group);
+  // Every parameter in group order; a parameter's position here is its state index.
+  std::vector<Tensor> parameters() const;
+
+  // The state of the parameter at `index` (null before its first update).
+  const ParamState* state(int64_t index) const;
+
+  // A deep copy of the optimizer's state and group hyper-parameters:
+  //   tensors "state.<i>.<buffer>"; scalars "state.<i>.step",
+  //   "param_groups.<g>.{lr, weight_decay, num_params, <option>...}".
+  // <i> is the parameter's index in parameters().
+  StateDict state_dict() const;
+  // Restores a state_dict() of an optimizer of the same type over parameters of the same
+  // shapes and grouping. Everything is validated before anything changes; a bad, missing
+  // or unknown key throws mantissa::Error naming it.
+  void load_state_dict(const StateDict& dict);
+
+  const std::string& name() const { return name_; }
+
+ protected:
+  Optimizer(std::string name, double default_lr, double default_weight_decay,
+            std::map<std::string, double> default_options);
+  // Adds the constructor's groups (at least one parameter in all).
+  void init_groups(std::vector<ParamGroup> groups);
+
+  // One fused update of `param` (its state's step is already incremented). Called under
+  // NoGradGuard for every parameter with a gradient.
+  virtual void update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state,
+                      float inv_scale) = 0;
+  // Throws mantissa::Error when the group's hyper-parameters are invalid.
+  virtual void check_group(const ParamGroup& group) const = 0;
+  // Names of every state buffer this optimizer may keep.
+  virtual std::vector<std::string> buffer_names() const = 0;
+  // Buffers a parameter with state must have under `group`'s hyper-parameters.
+  virtual std::vector<std::string> required_buffers(const ParamGroup& group) const = 0;
+
+ private:
+  std::string name_;
+  double default_lr_, default_weight_decay_;
+  std::map<std::string, double> default_options_;
+  std::vector<ParamGroup> groups_;
+  std::map<int64_t, ParamState> state_;
+};
+
+}  // namespace mantissa::optim

@@ -1,0 +1,18 @@
+# Package checks, run by CTest after the build: tests/consumer (a separate project) is
+# configured, built and run against (1) this build installed into a scratch prefix with
+# `cmake --install` and found with find_package(mantissa), (2) this source tree through
+# add_subdirectory. Both use this build's compiler, build type and CUDA setting.
+set(_consumer_args
+  -DSOURCE_DIR=${CMAKE_CURRENT_SOURCE_DIR}/consumer
+  -DBUILD_TYPE=${CMAKE_BUILD_TYPE}
+  -DCXX_COMPILER=${CMAKE_CXX_COMPILER}
+  -DMANTISSA_CUDA=${MANTISSA_CUDA})
+add_test(NAME package.find_package
+  COMMAND ${CMAKE_COMMAND} ${_consumer_args} -DMODE=install -DMANTISSA_BUILD_DIR=${PROJECT_BINARY_DIR}
+          -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/consumer-install -P ${CMAKE_CURRENT_SOURCE_DIR}/consumer/run.cmake)
+# A second full build of the library: the slowest test, so it gets a long timeout.
+add_test(NAME package.add_subdirectory
+  COMMAND ${CMAKE_COMMAND} ${_consumer_args} -DMODE=subdirectory -DMANTISSA_SOURCE_DIR=${PROJECT_SOURCE_DIR}
+          -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/consumer-subdir -P ${CMAKE_CURRENT_SOURCE_DIR}/consumer/run.cmake)
+set_tests_properties(package.find_package PROPERTIES TIMEOUT 600)
+set_tests_properties(package.add_subdirectory PROPERTIES TIMEOUT 2400)

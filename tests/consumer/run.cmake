@@ -1,0 +1,25 @@
+# cmake -DMODE=install|subdirectory -DSOURCE_DIR=... -DWORK_DIR=... [-DMANTISSA_BUILD_DIR=...]
+#       [-DMANTISSA_SOURCE_DIR=...] -DBUILD_TYPE=... -DCXX_COMPILER=... -DMANTISSA_CUDA=... -P run.cmake
+# Installs (MODE=install) or points at the sources (MODE=subdirectory), then configures,
+# builds and runs the consumer; any failing step fails the test with its output.
+cmake_minimum_required(VERSION 3.24)
+
+function(step what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "consumer (${MODE}): ${what} failed (${rc})")
+  endif()
+endfunction()
+
+file(REMOVE_RECURSE ${WORK_DIR})
+set(configure_args -DCMAKE_BUILD_TYPE=${BUILD_TYPE} -DCMAKE_CXX_COMPILER=${CXX_COMPILER})
+if(MODE STREQUAL "install")
+  step("cmake --install" ${CMAKE_COMMAND} --install ${MANTISSA_BUILD_DIR} --prefix ${WORK_DIR}/prefix)
+  list(APPEND configure_args -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix)
+else()
+  list(APPEND configure_args -DMANTISSA_SOURCE_DIR=${MANTISSA_SOURCE_DIR} -DMANTISSA_CUDA=${MANTISSA_CUDA})
+endif()
+step("configure" ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/build ${configure_args})
+cmake_host_system_information(RESULT jobs QUERY NUMBER_OF_LOGICAL_CORES)
+step("build" ${CMAKE_COMMAND} --build ${WORK_DIR}/build -j ${jobs})
+step("run" ${WORK_DIR}/build/consumer)

@@ -1,0 +1,237 @@
+// The custom-op API (autograd/function.h): user-defined forward/backward in C++ with
+// saved tensors and non-tensor context, checked numerically, with in-place detection,
+// validation of what backward returns, and the op's own autocast category.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <mantissa.h>
+
+#include <cmath>
+#include <vector>
+
+namespace mt = mantissa;
+namespace ag = mt::autograd;
+using testing::AllOf;
+using testing::HasSubstr;
+
+#define EXPECT_ERROR(stmt, ...) \
+  EXPECT_THAT([&] { (void)(stmt); }, testing::ThrowsMessage<mt::Error>(AllOf(__VA_ARGS__)))
+
+namespace {
+
+// y = alpha * x^2: a saved input plus a non-tensor argument kept in ctx.data.
+struct ScaledSquare : ag::Function<ScaledSquare> {
+  static constexpr const char* name = "scaled_square";
+  static inline int backward_calls = 0;
+  static mt::Tensor forward(ag::Context& ctx, const mt::Tensor& x, double alpha) {
+    ctx.save_for_backward({x});
+    ctx.data["alpha"] = alpha;
+    return x * x * alpha;
+  }
+  static std::vector<mt::Tensor> backward(ag::Context& ctx, const mt::Tensor& g) {
+    ++backward_calls;
+    mt::Tensor x = ctx.saved()[0];
+    double alpha = std::any_cast<double>(ctx.data.at("alpha"));
+    return {g * x * (2 * alpha)};
+  }
+};
+
+// y = a * b + c (c is a plain number); reports which inputs wanted a gradient.
+struct MulAdd : ag::Function<MulAdd> {
+  static constexpr const char* name = "mul_add";
+  static inline std::vector<bool> last_needs;
+  static mt::Tensor forward(ag::Context& ctx, const mt::Tensor& a, const mt::Tensor& b, int c) {
+    ctx.save_for_backward({a, b});
+    return a * b + c;
+  }
+  static std::vector<mt::Tensor> backward(ag::Context& ctx, const mt::Tensor& g) {
+    last_needs = ctx.needs_input_grad;
+    auto s = ctx.saved();
+    return {ctx.needs_input_grad[0] ? g * s[1] : mt::Tensor(), ctx.needs_input_grad[1] ? g * s[0] : mt::Tensor()};
+  }
+};
+
+// exp, saving its own output; the backward is differentiable, so it supports double backward.
+struct MyExp : ag::Function<MyExp> {
+  static constexpr const char* name = "my_exp";
+  static mt::Tensor forward(ag::Context& ctx, const mt::Tensor& x) {
+    mt::Tensor y = mt::exp(x);
+    ctx.save_for_backward({y});
+    return y;
+  }
+  static std::vector<mt::Tensor> backward(ag::Context& ctx, const mt::Tensor& g) { return {g * ctx.saved()[0]}; }
+};
+
+// Returns its input unchanged: the output must still get its own node.
+struct Identity : ag::Function<Identity> {
+  static constexpr const char* name = "identity";
+  static mt::Tensor forward(ag::Context&, const mt::Tensor& x) { return x; }
+  static std::vector<mt::Tensor> backward(ag::Context&, const mt::Tensor& g) { return {g * 3.0}; }
+};
+
+// Broken backwards: the wrong number of gradients, and a gradient of the wrong shape.
+struct TooFewGrads : ag::Function<TooFewGrads> {
+  static constexpr const char* name = "too_few_grads";
+  static mt::Tensor forward(ag::Context&, const mt::Tensor& a, const mt::Tensor& b) { return a + b; }
+  static std::vector<mt::Tensor> backward(ag::Context&, const mt::Tensor& g) { return {g}; }
+};
+struct WrongShapeGrad : ag::Function<WrongShapeGrad> {
+  static constexpr const char* name = "wrong_shape_grad";
+  static mt::Tensor forward(ag::Context&, const mt::Tensor& x) { return x.sum(); }
+  static std::vector<mt::Tensor> backward(ag::Context&, const mt::Tensor& g) { return {g.reshape({1}).expand({5})}; }
+};
+
+// Records the dtype its forward saw (for the autocast category test).
+struct DtypeProbe : ag::Function<DtypeProbe> {
+  static constexpr const char* name = "test_dtype_probe";
+  static inline mt::DType seen = mt::kBool;
+  static mt::Tensor forward(ag::Context&, const mt::Tensor& x) {
+    seen = x.dtype();
+    return x * 2.0;
+  }
+  static std::vector<mt::Tensor> backward(ag::Context&, const mt::Tensor& g) { return {g * 2.0}; }
+};
+
+mt::Tensor leaf(std::vector<double> v, mt::Shape shape = {}) {
+  return mt::from_vector<double>(v, shape, {.dtype = mt::kDouble, .requires_grad = true});
+}
+
+}  // namespace
+
+TEST(CustomFunction, ForwardBackwardWithContextData) {
+  mt::Tensor x = leaf({1, -2, 3});
+  ScaledSquare::backward_calls = 0;
+  mt::Tensor y = ScaledSquare::apply(x, 0.5);
+  EXPECT_EQ(y.to_vector<double>(), (std::vector<double>{0.5, 2, 4.5}));
+  EXPECT_TRUE(y.requires_grad());
+  ASSERT_NE(y.grad_fn(), nullptr);
+  EXPECT_EQ(y.grad_fn()->name(), "scaled_square");
+  y.sum().backward();
+  EXPECT_EQ(ScaledSquare::backward_calls, 1);
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{1, -2, 3}));  // 2 * 0.5 * x
+  // Composes with built-in ops on both sides.
+  x.set_grad({});
+  (ScaledSquare::apply(mt::exp(x), 2.0) * 3.0).sum().backward();  // 6 exp(2x)
+  std::vector<double> g = x.grad().to_vector<double>();
+  const double xs[] = {1, -2, 3};
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(g[i], 12 * std::exp(2 * xs[i]), 1e-9 * std::exp(2 * xs[i]));
+}
+
+TEST(CustomFunction, Gradcheck) {
+  mt::manual_seed(3);
+  mt::Tensor x = mt::randn({2, 3}, {.dtype = mt::kDouble, .requires_grad = true});
+  mt::Tensor b = mt::randn({3}, {.dtype = mt::kDouble, .requires_grad = true});
+  std::string why;
+  EXPECT_TRUE(
+      ag::gradcheck([](const std::vector<mt::Tensor>& in) { return ScaledSquare::apply(in[0], 1.7); }, {x}, {}, &why))
+      << why;
+  EXPECT_TRUE(
+      ag::gradcheck([](const std::vector<mt::Tensor>& in) { return MulAdd::apply(in[0], in[1], 4); }, {x, b}, {}, &why))
+      << why;
+  EXPECT_TRUE(ag::gradcheck([](const std::vector<mt::Tensor>& in) { return MyExp::apply(in[0]); }, {x}, {}, &why))
+      << why;
+  EXPECT_TRUE(ag::gradgradcheck([](const std::vector<mt::Tensor>& in) { return MyExp::apply(in[0]); }, {x}, {}, &why))
+      << why;
+  // A deliberately wrong backward is caught: gradcheck can fail.
+  EXPECT_FALSE(ag::gradcheck([](const std::vector<mt::Tensor>& in) { return Identity::apply(in[0]); }, {x}, {}, &why));
+  EXPECT_THAT(why, HasSubstr("Jacobian mismatch"));
+}
+
+TEST(CustomFunction, NeedsInputGradAndConstantInputs) {
+  mt::Tensor a = leaf({1, 2});
+  mt::Tensor b = mt::from_vector<double>({3, 4});
+  mt::Tensor y = MulAdd::apply(a, b, 10);
+  EXPECT_EQ(y.to_vector<double>(), (std::vector<double>{13, 18}));
+  y.sum().backward();
+  EXPECT_EQ(MulAdd::last_needs, (std::vector<bool>{true, false}));
+  EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{3, 4}));
+  // Nothing requires grad (or grad mode is off): no node is recorded.
+  EXPECT_FALSE(MulAdd::apply(b, b, 0).requires_grad());
+  {
+    mt::NoGradGuard g;
+    mt::Tensor z = MulAdd::apply(a, b, 0);
+    EXPECT_FALSE(z.requires_grad());
+    EXPECT_EQ(z.grad_fn(), nullptr);
+  }
+}
+
+TEST(CustomFunction, SavedOutputAndDoubleBackward) {
+  mt::Tensor x = leaf({0.5, -1});
+  mt::Tensor y = MyExp::apply(x);
+  auto g1 = ag::grad({y.sum()}, {x}, {}, false, /*create_graph=*/true);
+  auto g2 = ag::grad({g1[0].sum()}, {x});
+  EXPECT_NEAR(g2[0].to_vector<double>()[0], std::exp(0.5), 1e-12);
+  EXPECT_NEAR(g2[0].to_vector<double>()[1], std::exp(-1.0), 1e-12);
+}
+
+TEST(CustomFunction, ReturningTheInputStillRecords) {
+  mt::Tensor x = leaf({1, 2});
+  mt::Tensor y = Identity::apply(x);
+  EXPECT_FALSE(y.is_same(x));
+  EXPECT_FALSE(y.is_leaf());
+  EXPECT_TRUE(x.is_leaf());
+  EXPECT_EQ(x.grad_fn(), nullptr);
+  y.sum().backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{3, 3}));
+}
+
+TEST(CustomFunction, SavedInputModifiedInPlaceIsDetected) {
+  mt::Tensor x = leaf({1, 2});
+  mt::Tensor h = x * 1.0;  // a non-leaf, so it may be modified in place
+  mt::Tensor y = ScaledSquare::apply(h, 1.0);
+  h.add_(1);
+  EXPECT_ERROR(y.sum().backward(), HasSubstr("modified by an in-place operation"), HasSubstr("version 0 -> 1"));
+
+  // A leaf changed under no_grad (an optimizer step between forward and backward).
+  mt::Tensor w = leaf({3});
+  mt::Tensor z = ScaledSquare::apply(w, 2.0);
+  {
+    mt::NoGradGuard g;
+    w.mul_(2);
+  }
+  EXPECT_ERROR(z.sum().backward(), HasSubstr("modified by an in-place operation"));
+
+  // A saved output changed through a detached alias.
+  mt::Tensor e = MyExp::apply(leaf({0}));
+  e.detach().fill_(5);
+  EXPECT_ERROR(e.sum().backward(), HasSubstr("modified by an in-place operation"));
+}
+
+TEST(CustomFunction, BackwardResultsAreValidated) {
+  // A gradient of the broadcast shape is summed back to the input's shape.
+  mt::Tensor r = leaf({1, 2, 3});
+  mt::Tensor m = mt::from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3}, {.dtype = mt::kDouble, .requires_grad = true});
+  MulAdd::apply(m, r, 0).sum().backward();  // MulAdd returns g * m, of shape [2, 3], for r
+  EXPECT_EQ(r.grad().sizes(), (mt::Shape{3}));
+  EXPECT_EQ(r.grad().to_vector<double>(), (std::vector<double>{5, 7, 9}));
+
+  mt::Tensor a = leaf({1, 2}), b = leaf({3, 4});
+  EXPECT_ERROR(TooFewGrads::apply(a, b).sum().backward(), HasSubstr("too_few_grads"), HasSubstr("1 gradients"),
+               HasSubstr("2 tensors"));
+  EXPECT_ERROR(WrongShapeGrad::apply(a).backward(), HasSubstr("wrong_shape_grad"), HasSubstr("[5]"), HasSubstr("[2]"));
+  EXPECT_FALSE(a.grad().defined());
+}
+
+TEST(CustomFunction, DeclaresItsOwnAutocastCategory) {
+  mt::amp::register_cast_policy("test_dtype_probe", mt::amp::CastPolicy::Fp32);
+  mt::Tensor h = mt::ones({2}, {.dtype = mt::kHalf});
+  {
+    mt::amp::Autocast ac(mt::kHalf);
+    mt::Tensor y = DtypeProbe::apply(h);
+    EXPECT_EQ(DtypeProbe::seen, mt::kFloat);
+    EXPECT_EQ(y.dtype(), mt::kFloat);
+  }
+  mt::amp::register_cast_policy("test_dtype_probe", mt::amp::CastPolicy::LowerPrecision);
+  mt::Tensor w = mt::ones({2}, {.requires_grad = true});
+  {
+    mt::amp::Autocast ac(mt::kBFloat16);
+    mt::Tensor y = DtypeProbe::apply(w);
+    EXPECT_EQ(DtypeProbe::seen, mt::kBFloat16);
+    y.to(mt::kFloat).sum().backward();
+  }
+  // The gradient reaches the fp32 master through the cast.
+  EXPECT_EQ(w.grad().dtype(), mt::kFloat);
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{2, 2}));
+  // Outside autocast the op runs in its input type.
+  DtypeProbe::apply(h);
+  EXPECT_EQ(DtypeProbe::seen, mt::kHalf);
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs Mantissa's build, test and data dependencies on Debian 12, and only what is
+# missing: when every package is present it runs no apt-get at all (CI and repeat runs
+# stay fast, and work offline). Extra package names may be passed as arguments.
+#   bash tools/install-deps.sh [extra-package ...]
+set -euo pipefail
+
+packages=(
+  cmake make g++             # the toolchain (g++ brings libgomp for OpenMP)
+  libeigen3-dev              # Eigen 3.4: CPU GEMM and vectorised math
+  zlib1g-dev                 # reading .gz IDX files
+  libgtest-dev libgmock-dev googletest  # GoogleTest / GoogleMock: tests/
+  libbenchmark-dev           # Google Benchmark: bench/
+  nlohmann-json3-dev         # test fixtures, safetensors headers
+  libcli11-dev               # example argument parsing
+  dataset-fashion-mnist      # default data: /usr/share/datasets/fashion-mnist
+  clang-format               # tools/format checks
+  "$@"
+)
+
+# One dpkg-query for all; db:Status-Status is "installed" only when fully installed
+# (not for config-files or half-installed leftovers). Unknown names print nothing.
+declare -A installed=()
+while read -r name status; do
+  [[ $status == installed ]] && installed[$name]=1
+done < <(dpkg-query -W -f='${Package} ${db:Status-Status}\n' "${packages[@]}" 2>/dev/null || true)
+missing=()
+for p in "${packages[@]}"; do
+  [[ -n ${installed[$p]:-} ]] || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo=()
+if ((EUID != 0)); then
+  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install ${missing[*]}" >&2; exit 1; }
+  sudo=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
