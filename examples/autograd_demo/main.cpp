@@ -26,7 +26,7 @@ int main() {
     loss.backward();
     {
       mt::NoGradGuard no_grad;  // the update itself is not part of the graph
-      for (mt::Tensor* p : {&w1, &b1, &w2, &b2}) p->sub_(p->grad() * 0.1);
+      for (mt::Tensor* p : {&w1, &b1, &w2, &b2}) p->sub_(p->grad() * 0.05);
     }
     last = loss.item<float>();
     if (step == 0) first = last;

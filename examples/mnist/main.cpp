@@ -63,7 +63,7 @@ Eval evaluate(nn::Module& net, mt::data::DataLoader& loader, std::optional<mt::D
       mt::amp::Autocast ac(amp.value_or(mt::kHalf), amp.has_value());
       logits = net(x);
     }
-    loss_sum += F::cross_entropy(logits, y, {.reduction = F::Reduction::Sum}).item<double>();
+    loss_sum += F::cross_entropy(logits, y, {.reduction = nn::Reduction::Sum}).item<double>();
     correct += mt::sum(mt::argmax(logits, 1) == y).item<int64_t>();
     seen += y.size(0);
   }
@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
       std::printf("resumed from %s at epoch %d\n", resume_path.c_str(), start_epoch);
       train_loader.set_state({seed, start_epoch, 0});
     }
-    std::cout << *net << "parameters: " << net->num_parameters() << "  amp: " << amp_name
+    std::cout << *net << "\nparameters: " << net->num_parameters() << "  amp: " << amp_name
               << "  device: " << device.str() << "\n";
 
     Eval last;
