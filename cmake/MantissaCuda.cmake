@@ -55,6 +55,9 @@ if(MANTISSA_WITH_CUDA)
   # The objects are linked into mantissa itself, so the installed/exported target needs
   # no extra library.
   target_sources(mantissa PRIVATE ${MANTISSA_CUDA_HOST_SOURCES} $<TARGET_OBJECTS:mantissa_cuda_kernels>)
+  # `mantissa` was created before the architectures were set; the CUDA objects make CMake
+  # (policy CMP0104) require the property on it too.
+  set_target_properties(mantissa PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
   set_source_files_properties(${MANTISSA_CUDA_HOST_SOURCES} PROPERTIES COMPILE_OPTIONS -Werror)
   target_compile_definitions(mantissa PUBLIC MANTISSA_WITH_CUDA)
   target_link_libraries(mantissa PRIVATE CUDA::cudart CUDA::cublas CUDA::cublasLt CUDA::nvtx3)

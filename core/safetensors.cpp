@@ -34,12 +34,11 @@ struct StDtype {
   DType dtype;
   int rank;  // position in the reference's Dtype enum (increasing alignment): orders the data on save
 };
-constexpr StDtype kDtypes[] = {{"BOOL", kBool, 0},     {"U8", kUInt8, 1},    {"F16", kFloat16, 7},
-                               {"BF16", kBFloat16, 8}, {"I32", kInt32, 9},   {"F32", kFloat32, 11},
-                               {"F64", kFloat64, 12},  {"I64", kInt64, 13}};
+constexpr StDtype kDtypes[] = {{"BOOL", kBool, 0}, {"U8", kUInt8, 1},     {"F16", kFloat16, 7},  {"BF16", kBFloat16, 8},
+                               {"I32", kInt32, 9}, {"F32", kFloat32, 11}, {"F64", kFloat64, 12}, {"I64", kInt64, 13}};
 // Valid in the format but without a Mantissa dtype: named in errors rather than called "unknown".
-constexpr const char* kForeignDtypes[] = {"I8",      "I16",     "U16",     "U32",     "U64",  "F8_E5M2",
-                                          "F8_E4M3", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4",   "C64"};
+constexpr const char* kForeignDtypes[] = {"I8",      "I16",     "U16",     "U32",     "U64", "F8_E5M2",
+                                          "F8_E4M3", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4",  "C64"};
 
 const StDtype& st_dtype(DType t) {
   for (const StDtype& d : kDtypes)
@@ -102,8 +101,8 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   };
   std::vector<Entry> entries;
   for (const auto& [name, t] : tensors) {
-    MT_CHECK(name != "__metadata__", op, "'__metadata__' is reserved for the metadata and cannot name a tensor (",
-             path, ")");
+    MT_CHECK(name != "__metadata__", op, "'__metadata__' is reserved for the metadata and cannot name a tensor (", path,
+             ")");
     MT_CHECK(t.defined(), op, "tensor '", name, "' is undefined (", path, ")");
     entries.push_back({&name, t.to(Device::cpu()).contiguous(), &st_dtype(t.dtype())});
   }
@@ -159,7 +158,8 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string err = errno_text();
     ::unlink(tmp.c_str());
-    MT_FAIL(op, "cannot rename '", tmp, "' to '", path, "': ", err, " (the previous '", path, "', if any, is unchanged)");
+    MT_FAIL(op, "cannot rename '", tmp, "' to '", path, "': ", err, " (the previous '", path,
+            "', if any, is unchanged)");
   }
   // Make the rename itself durable; best effort, the data is already safe on disk.
   std::string dir = std::filesystem::path(path).parent_path().string();
@@ -190,8 +190,8 @@ SafeTensors load_safetensors(const std::string& path) {
   MT_CHECK(read_at(f.fd, len, 8, 0) == 8, op, where(""), "cannot read the header length: ", errno_text());
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = n << 8 | len[i];
-  MT_CHECK(n <= file_size - 8, op, where(""), "header length ", n, " runs past the end of the file (",
-           file_size - 8, " bytes follow the length field); truncated, or not a safetensors file");
+  MT_CHECK(n <= file_size - 8, op, where(""), "header length ", n, " runs past the end of the file (", file_size - 8,
+           " bytes follow the length field); truncated, or not a safetensors file");
   MT_CHECK(n <= kMaxHeader, op, where(""), "header length ", n, " exceeds the ", kMaxHeader, "-byte limit");
   const uint64_t data_start = 8 + n, data_size = file_size - data_start;
 
@@ -259,8 +259,8 @@ SafeTensors load_safetensors(const std::string& path) {
     for (const StDtype& d : kDtypes)
       if (dname == d.name) dt = &d;
     if (!dt) {
-      const bool foreign = std::any_of(std::begin(kForeignDtypes), std::end(kForeignDtypes),
-                                       [&](const char* s) { return dname == s; });
+      const bool foreign =
+          std::any_of(std::begin(kForeignDtypes), std::end(kForeignDtypes), [&](const char* s) { return dname == s; });
       MT_FAIL(op, where(key), foreign ? "dtype '" : "unknown dtype '", dname, foreign ? "' has no Mantissa dtype" : "'",
               "; supported: F32, F64, F16, BF16, I64, I32, U8, BOOL");
     }

@@ -34,7 +34,8 @@ LabeledImages read_cifar10(const std::string& path) {
   MT_CHECK(size > 0, op, "'", path, "' is empty; a CIFAR-10 batch holds 3073-byte records (10000 in a standard file)");
   MT_CHECK(size % kRecord == 0, op, "'", path, "' has ", size, " bytes", in.compressed() ? " (decompressed)" : "",
            ", not a whole number of 3073-byte records (1 label byte + 3072 pixel bytes): ", size / kRecord,
-           " records and ", size % kRecord, " extra bytes", in.stream_truncated() ? "; the gzip stream is cut short" : "",
+           " records and ", size % kRecord, " extra bytes",
+           in.stream_truncated() ? "; the gzip stream is cut short" : "",
            ". Is the file truncated, or not the binary version of CIFAR-10?");
   const int64_t n = size / kRecord;
 

@@ -61,6 +61,7 @@ class DataLoader::Epoch {
         options_(owner->options_),
         epoch_(owner->epoch_),
         order_(epoch_order(dataset_->size(), options_.shuffle, options_.seed, epoch_)),
+        start_(start),
         next_(start),
         num_batches_(num_batches) {
     if (options_.prefetch > 0) worker_ = std::thread([this] { run(); });
@@ -143,7 +144,7 @@ class DataLoader::Epoch {
     // consumer's kernels for the same cores.
     omp_set_num_threads(1);
 #endif
-    for (int64_t b = next_; b < num_batches_; ++b) {
+    for (int64_t b = start_; b < num_batches_; ++b) {
       {
         // Wait for a free slot before loading, so at most `prefetch` batches exist
         // beyond the one the consumer holds (this is the only producer: the slot stays free).
@@ -178,7 +179,8 @@ class DataLoader::Epoch {
   const DataLoaderOptions options_;
   const int64_t epoch_;
   const std::vector<int64_t> order_;
-  int64_t next_;  // the next batch the consumer will receive
+  const int64_t start_;  // the first batch of this pass (nonzero when resuming)
+  int64_t next_;         // the next batch the consumer will receive (consumer thread only)
   const int64_t num_batches_;
   Batch current_;
 

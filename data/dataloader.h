@@ -83,8 +83,7 @@ class DataLoader {
   DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options = {});
   // Takes a copy of the dataset (cheap for TensorDataset: tensors are handles).
   template <typename D>
-    requires std::derived_from<D, Dataset>
-  DataLoader(D dataset, DataLoaderOptions options = {})
+  requires std::derived_from<D, Dataset> DataLoader(D dataset, DataLoaderOptions options = {})
       : DataLoader(std::make_shared<const D>(std::move(dataset)), std::move(options)) {}
   DataLoader(DataLoader&& other) noexcept;
   DataLoader& operator=(DataLoader&& other) noexcept;
@@ -109,9 +108,9 @@ class DataLoader {
   void stop_active();
   std::shared_ptr<const Dataset> dataset_;
   DataLoaderOptions options_;
-  int64_t epoch_ = 0;       // the epoch running, or the next to run
-  int64_t batch_ = 0;       // batches of epoch_ handed out so far
-  bool in_epoch_ = false;   // begin() was called and the epoch has not reached its end
+  int64_t epoch_ = 0;        // the epoch running, or the next to run
+  int64_t batch_ = 0;        // batches of epoch_ handed out so far
+  bool in_epoch_ = false;    // begin() was called and the epoch has not reached its end
   Epoch* active_ = nullptr;  // owned by the live iterator
 };
 

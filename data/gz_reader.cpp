@@ -43,8 +43,7 @@ size_t GzReader::read(void* dst, size_t n) {
     if (r < 0) {
       int errnum = 0;
       const char* msg = gzerror(f, &errnum);
-      MT_FAIL(op_, "cannot read '", path_, "' (corrupt gzip data?): ",
-              errnum == Z_ERRNO ? std::strerror(errno) : msg);
+      MT_FAIL(op_, "cannot read '", path_, "' (corrupt gzip data?): ", errnum == Z_ERRNO ? std::strerror(errno) : msg);
     }
     if (r == 0) break;
     got += size_t(r);

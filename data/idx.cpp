@@ -25,8 +25,8 @@ struct IdxType {
 };
 
 constexpr IdxType kIdxTypes[] = {
-    {0x08, "uint8", 1, kUInt8},  {0x09, "int8", 1, kInt32},      {0x0B, "int16", 2, kInt32},
-    {0x0C, "int32", 4, kInt32},  {0x0D, "float32", 4, kFloat32}, {0x0E, "float64", 8, kFloat64},
+    {0x08, "uint8", 1, kUInt8}, {0x09, "int8", 1, kInt32},      {0x0B, "int16", 2, kInt32},
+    {0x0C, "int32", 4, kInt32}, {0x0D, "float32", 4, kFloat32}, {0x0E, "float64", 8, kFloat64},
 };
 
 const IdxType* find_type(uint8_t code) {
@@ -114,10 +114,11 @@ Tensor read_idx(const std::string& path) {
   if (!in.compressed()) {
     const uint64_t expected = header + payload, actual = in.file_size();
     MT_CHECK(actual >= expected, op, "'", path, "' is truncated: shape ", shape_text(shape), " of ", type->name,
-             " needs ", payload, " payload bytes (", expected, " in all) but the file has ", actual,
-             " bytes, only ", actual - header, " after the header");
-    MT_CHECK(actual == expected, op, "'", path, "' has ", actual - expected, " unexpected bytes after the payload: shape ",
-             shape_text(shape), " of ", type->name, " needs ", expected, " bytes in all but the file has ", actual);
+             " needs ", payload, " payload bytes (", expected, " in all) but the file has ", actual, " bytes, only ",
+             actual - header, " after the header");
+    MT_CHECK(actual == expected, op, "'", path, "' has ", actual - expected,
+             " unexpected bytes after the payload: shape ", shape_text(shape), " of ", type->name, " needs ", expected,
+             " bytes in all but the file has ", actual);
   } else {
     // Deflate expands at most 1032:1, which bounds what a corrupt header can make us allocate.
     const uint64_t bound = in.file_size() * 1032 + (1 << 16);
@@ -161,10 +162,18 @@ void write_idx(const std::string& path, const Tensor& t_in) {
   MT_CHECK(t_in.defined(), op, "tensor is undefined");
   uint8_t code = 0;
   switch (t_in.dtype()) {
-    case kUInt8: code = 0x08; break;
-    case kInt32: code = 0x0C; break;
-    case kFloat32: code = 0x0D; break;
-    case kFloat64: code = 0x0E; break;
+    case kUInt8:
+      code = 0x08;
+      break;
+    case kInt32:
+      code = 0x0C;
+      break;
+    case kFloat32:
+      code = 0x0D;
+      break;
+    case kFloat64:
+      code = 0x0E;
+      break;
     default:
       MT_FAIL(op, "IDX has no type for ", t_in.dtype(), " (writing '", path,
               "'); convert to uint8, int32, float32 or float64 first");

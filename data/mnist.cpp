@@ -25,8 +25,8 @@ std::string find_file(const std::string& dir, const std::string& prefix, const s
       std::error_code ec;
       if (fs::is_regular_file(p, ec)) return p.string();
     }
-  MT_FAIL("load_mnist", "no ", prefix, "-", kind, "-", idx, " or ", prefix, "-", kind, "-", idx, ".gz in '", dir,
-          "'. ", kInstallHint);
+  MT_FAIL("load_mnist", "no ", prefix, "-", kind, "-", idx, " or ", prefix, "-", kind, "-", idx, ".gz in '", dir, "'. ",
+          kInstallHint);
 }
 
 }  // namespace

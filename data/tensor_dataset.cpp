@@ -11,8 +11,8 @@ TensorDataset::TensorDataset(Tensor data, Tensor targets) {
   if (targets.defined()) {
     MT_CHECK(targets.dim() >= 1, "TensorDataset",
              "targets must have at least one dim (the example index), got a 0-dim tensor");
-    MT_CHECK(targets.size(0) == data.size(0), "TensorDataset", "data and targets must have the same size in dim 0, got ",
-             data.shape_str(), " and ", targets.shape_str());
+    MT_CHECK(targets.size(0) == data.size(0), "TensorDataset",
+             "data and targets must have the same size in dim 0, got ", data.shape_str(), " and ", targets.shape_str());
   }
   data_ = data.contiguous();
   targets_ = targets.defined() ? targets.contiguous() : targets;

@@ -41,8 +41,7 @@ class TransformDataset : public Dataset {
   using Transform = std::function<Example(Example)>;
   TransformDataset(std::shared_ptr<const Dataset> base, Transform transform);
   template <typename D>
-    requires std::derived_from<D, Dataset>
-  TransformDataset(D base, Transform transform)
+  requires std::derived_from<D, Dataset> TransformDataset(D base, Transform transform)
       : TransformDataset(std::make_shared<const D>(std::move(base)), std::move(transform)) {}
 
   int64_t size() const override { return base_->size(); }

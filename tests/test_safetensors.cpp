@@ -107,8 +107,8 @@ TEST_F(SafeTensors, RoundTripsEveryDtype) {
 }
 
 TEST_F(SafeTensors, Metadata) {
-  std::map<std::string, std::string> meta = {{"format", "pt"}, {"step", "1000"}, {"note", "ünïcode \"quoted\"\n"},
-                                             {"empty", ""}};
+  std::map<std::string, std::string> meta = {
+      {"format", "pt"}, {"step", "1000"}, {"note", "ünïcode \"quoted\"\n"}, {"empty", ""}};
   mt::save_safetensors(path("m"), {{"w", mt::ones({2})}}, meta);
   mt::SafeTensors f = mt::load_safetensors(path("m"));
   EXPECT_EQ(f.metadata, meta);
@@ -120,27 +120,25 @@ TEST_F(SafeTensors, MatchesTheReferenceWriterByteForByte) {
   mt::Tensor x = mt::from_vector<float>({0, 1, 2, 3, 4, 5}, {1, 2, 3});
   mt::save_safetensors(path("a"), {{"attn.0", x}});
   EXPECT_EQ(read_file(path("a")),
-            (Bytes{64,  0,   0,   0,   0,   0,   0,   0,   123, 34,  97,  116, 116, 110, 46,  48,  34,  58,  123, 34,
-                   100, 116, 121, 112, 101, 34,  58,  34,  70,  51,  50,  34,  44,  34,  115, 104, 97,  112, 101, 34,
-                   58,  91,  49,  44,  50,  44,  51,  93,  44,  34,  100, 97,  116, 97,  95,  111, 102, 102, 115, 101,
-                   116, 115, 34,  58,  91,  48,  44,  50,  52,  93,  125, 125, 0,   0,   0,   0,   0,   0,   128, 63,
-                   0,   0,   0,   64,  0,   0,   64,  64,  0,   0,   128, 64,  0,   0,   160, 64}));
+            (Bytes{64,  0,   0,   0,   0,   0,  0,  0,  123, 34, 97,  116, 116, 110, 46,  48,  34,  58,  123, 34,
+                   100, 116, 121, 112, 101, 34, 58, 34, 70,  51, 50,  34,  44,  34,  115, 104, 97,  112, 101, 34,
+                   58,  91,  49,  44,  50,  44, 51, 93, 44,  34, 100, 97,  116, 97,  95,  111, 102, 102, 115, 101,
+                   116, 115, 34,  58,  91,  48, 44, 50, 52,  93, 125, 125, 0,   0,   0,   0,   0,   0,   128, 63,
+                   0,   0,   0,   64,  0,   0,  64, 64, 0,   0,  128, 64,  0,   0,   160, 64}));
   // A 7-space pad keeps the data 8-byte aligned.
   mt::save_safetensors(path("b"), {{"attn0", x.reshape({1, 1, 2, 3})}});
   EXPECT_EQ(read_file(path("b")),
-            (Bytes{72,  0,   0,   0,   0,   0,   0,   0,   123, 34,  97,  116, 116, 110, 48,  34,  58,  123, 34,  100,
-                   116, 121, 112, 101, 34,  58,  34,  70,  51,  50,  34,  44,  34,  115, 104, 97,  112, 101, 34,  58,
-                   91,  49,  44,  49,  44,  50,  44,  51,  93,  44,  34,  100, 97,  116, 97,  95,  111, 102, 102, 115,
-                   101, 116, 115, 34,  58,  91,  48,  44,  50,  52,  93,  125, 125, 32,  32,  32,  32,  32,  32,  32,
-                   0,   0,   0,   0,   0,   0,   128, 63,  0,   0,   0,   64,  0,   0,   64,  64,  0,   0,   128, 64,
-                   0,   0,   160, 64}));
+            (Bytes{72,  0,   0,   0,  0,  0,  0,  0,  123, 34,  97, 116, 116, 110, 48,  34,  58,  123, 34,  100, 116,
+                   121, 112, 101, 34, 58, 34, 70, 51, 50,  34,  44, 34,  115, 104, 97,  112, 101, 34,  58,  91,  49,
+                   44,  49,  44,  50, 44, 51, 93, 44, 34,  100, 97, 116, 97,  95,  111, 102, 102, 115, 101, 116, 115,
+                   34,  58,  91,  48, 44, 50, 52, 93, 125, 125, 32, 32,  32,  32,  32,  32,  32,  0,   0,   0,   0,
+                   0,   0,   128, 63, 0,  0,  0,  64, 0,   0,   64, 64,  0,   0,   128, 64,  0,   0,   160, 64}));
   mt::save_safetensors(path("c"), {});
   EXPECT_EQ(read_file(path("c")), (Bytes{8, 0, 0, 0, 0, 0, 0, 0, 123, 125, 32, 32, 32, 32, 32, 32}));
   mt::save_safetensors(path("d"), {}, {{"framework", "pt"}});
-  EXPECT_EQ(read_file(path("d")),
-            (Bytes{40,  0,   0,   0,   0,   0,   0,   0,   123, 34,  95,  95,  109, 101, 116, 97,
-                   100, 97,  116, 97,  95,  95,  34,  58,  123, 34,  102, 114, 97,  109, 101, 119,
-                   111, 114, 107, 34,  58,  34,  112, 116, 34,  125, 125, 32,  32,  32,  32,  32}));
+  EXPECT_EQ(read_file(path("d")), (Bytes{40,  0,   0,   0,  0,  0,  0,   0,   123, 34,  95,  95,  109, 101, 116, 97,
+                                         100, 97,  116, 97, 95, 95, 34,  58,  123, 34,  102, 114, 97,  109, 101, 119,
+                                         111, 114, 107, 34, 58, 34, 112, 116, 34,  125, 125, 32,  32,  32,  32,  32}));
 }
 
 TEST_F(SafeTensors, OrdersDataByAlignmentThenName) {
@@ -150,13 +148,16 @@ TEST_F(SafeTensors, OrdersDataByAlignmentThenName) {
                                    {"d", mt::zeros({1}, {.dtype = mt::kInt64})},
                                    {"e", mt::zeros({1}, {.dtype = mt::kBool})}});
   Bytes b = read_file(path("o"));
-  const std::string header(b.begin() + 8, b.begin() + 8 + b[0]);
-  EXPECT_EQ(header,
+  uint64_t n = 0;
+  for (int k = 7; k >= 0; --k) n = n << 8 | b[size_t(k)];
+  const std::string header(b.begin() + 8, b.begin() + 8 + long(n));
+  EXPECT_EQ(header.size() % 8, 0u);
+  EXPECT_EQ(header.substr(0, header.find_last_not_of(' ') + 1),
             "{\"d\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[0,8]},"
             "\"b\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[8,16]},"
             "\"c\":{\"dtype\":\"F16\",\"shape\":[1],\"data_offsets\":[16,18]},"
             "\"a\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[18,21]},"
-            "\"e\":{\"dtype\":\"BOOL\",\"shape\":[1],\"data_offsets\":[21,22]}}   ");
+            "\"e\":{\"dtype\":\"BOOL\",\"shape\":[1],\"data_offsets\":[21,22]}}");
 }
 
 TEST_F(SafeTensors, LoadsTheReferenceExample) {
@@ -199,7 +200,8 @@ TEST_F(SafeTensors, MalformedFiles) {
   check(st_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},"
                 "\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}"),
         {p, "repeats the key 'a'"});
-  check(st_file(R"({"t":{"dtype":"Q7","shape":[2],"data_offsets":[0,2]}})", {0, 0}), {p, "tensor 't'", "unknown dtype 'Q7'"});
+  check(st_file(R"({"t":{"dtype":"Q7","shape":[2],"data_offsets":[0,2]}})", {0, 0}),
+        {p, "tensor 't'", "unknown dtype 'Q7'"});
   check(st_file(R"({"t":{"dtype":"I8","shape":[2],"data_offsets":[0,2]}})", {0, 0}),
         {p, "tensor 't'", "'I8' has no Mantissa dtype"});
   check(st_file(R"({"t":{"dtype":3,"shape":[2],"data_offsets":[0,8]}})", eight), {p, "tensor 't'", "dtype must be"});
@@ -212,7 +214,8 @@ TEST_F(SafeTensors, MalformedFiles) {
   check(st_file(R"({"t":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", eight),
         {p, "tensor 't'", "overflows"});
   check(st_file(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", eight), {p, "tensor 't'", "[begin, end]"});
-  check(st_file(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[-1,7]}})", eight), {p, "tensor 't'", "[begin, end]"});
+  check(st_file(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[-1,7]}})", eight),
+        {p, "tensor 't'", "[begin, end]"});
   check(st_file(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", eight), {p, "tensor 't'", "end before"});
   check(st_file("{" + ok_entry + "}", Bytes(6, 0)), {p, "tensor 't'", "[0, 8] run past the 6 data bytes"});
   check(st_file(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", eight),
@@ -225,8 +228,7 @@ TEST_F(SafeTensors, MalformedFiles) {
                 R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
                 Bytes(12, 0)),
         {p, "tensor 'b'", "bytes [4, 8)", "no tensor"});
-  check(st_file(R"({"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", eight),
-        {p, "tensor 'b'", "bytes [0, 4)"});
+  check(st_file(R"({"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", eight), {p, "tensor 'b'", "bytes [0, 4)"});
   check(st_file("{" + ok_entry + "}", Bytes(11, 0)), {p, "3 trailing bytes"});
   check(st_file("{}", {1}), {p, "1 trailing bytes"});
   check(st_file(R"({"__metadata__":{"k":1}})"), {p, "__metadata__ value of 'k' must be a string"});
@@ -253,8 +255,11 @@ TEST_F(SafeTensors, SaveErrors) {
   expect_error([&] { mt::save_safetensors(path("x"), {{"__metadata__", mt::ones({1})}}); }, {"reserved"});
   expect_error([&] { mt::save_safetensors(path("x"), {{"u", mt::Tensor()}}); }, {"'u'", "undefined"});
   expect_error([&] { mt::save_safetensors(path("x"), {{"bad\xff", mt::ones({1})}}); }, {path("x"), "JSON"});
-  expect_error([&] { mt::save_safetensors(path("no/such/dir/x"), {{"w", mt::ones({1})}}); },
-               {path("no/such/dir/x.tmp"), "cannot create"});
+  expect_error(
+      [&] {
+        mt::save_safetensors(path("no/such/dir/x"), {{"w", mt::ones({1})}});
+      },
+      {path("no/such/dir/x.tmp"), "cannot create"});
   EXPECT_FALSE(fs::exists(path("x")));
 }
 
