@@ -19,7 +19,7 @@ struct Net : mt::nn::Module {
   mt::Tensor forward(const mt::Tensor& x) override { return fc2(mt::relu(fc1(x))); }
 };
 
-struct Run {
+struct TrainingRun {
   Net net;
   mt::optim::AdamW opt{net.parameters(), {.lr = 0.01}};
   mt::optim::StepLR sched{opt, 3, 0.5};
@@ -63,18 +63,18 @@ TEST(Checkpoint, ResumeIsBitIdentical) {
   const fs::path path = temp_path("resume.safetensors");
   // N steps, save, load into a differently initialised run, N more steps ...
   mt::manual_seed(11);
-  Run a;
+  TrainingRun a;
   mt::manual_seed(12345);
   a.train(5);
   mt::optim::save_checkpoint(path.string(), a.parts(), {.epoch = 5});
   mt::manual_seed(999);  // disturb the RNG: the checkpoint must restore it
-  Run b;
+  TrainingRun b;
   auto info = mt::optim::load_checkpoint(path.string(), b.parts());
   EXPECT_EQ(info.epoch, 5);
   b.train(5);
   // ... equals 2N steps straight.
   mt::manual_seed(11);
-  Run c;
+  TrainingRun c;
   mt::manual_seed(12345);
   c.train(10);
   EXPECT_EQ(weights(b.net), weights(c.net));
@@ -84,7 +84,7 @@ TEST(Checkpoint, ResumeIsBitIdentical) {
 
 TEST(Checkpoint, FilesAreStandardSafetensorsWithModelNames) {
   const fs::path path = temp_path("names.safetensors");
-  Run a;
+  TrainingRun a;
   a.train(1);
   mt::optim::save_checkpoint(path.string(), a.parts());
   auto f = mt::load_safetensors(path.string());
@@ -95,7 +95,7 @@ TEST(Checkpoint, FilesAreStandardSafetensorsWithModelNames) {
 
 TEST(Checkpoint, BadFilesLeaveTheModelUntouched) {
   const fs::path path = temp_path("good.safetensors");
-  Run a;
+  TrainingRun a;
   a.train(2);
   mt::optim::save_checkpoint(path.string(), a.parts());
   std::string bytes;
@@ -103,7 +103,7 @@ TEST(Checkpoint, BadFilesLeaveTheModelUntouched) {
     std::ifstream in(path, std::ios::binary);
     bytes.assign(std::istreambuf_iterator<char>(in), {});
   }
-  Run b;
+  TrainingRun b;
   b.train(1);
   const auto before = weights(b.net);
   const auto opt_before = b.opt.state_dict().tensors.size();
@@ -140,7 +140,7 @@ TEST(Checkpoint, BadFilesLeaveTheModelUntouched) {
 
 TEST(Checkpoint, SaveIsAtomic) {
   const fs::path path = temp_path("atomic.safetensors");
-  Run a;
+  TrainingRun a;
   mt::optim::save_checkpoint(path.string(), a.parts(), {.epoch = 1});
   // A save into a missing directory fails and leaves nothing half-written.
   EXPECT_THROW(mt::optim::save_checkpoint((path.parent_path() / "missing" / "x.safetensors").string(), a.parts()),
