@@ -46,9 +46,9 @@ std::string mib(size_t bytes) {
 struct Block {
   void* ptr = nullptr;
   size_t size = 0;
-  cudaStream_t stream = nullptr;       // allocation stream (always null for host blocks)
-  std::vector<cudaStream_t> uses;      // other streams that used it (record_stream)
-  int pending_events = 0;              // events still to complete before reuse
+  cudaStream_t stream = nullptr;   // allocation stream (always null for host blocks)
+  std::vector<cudaStream_t> uses;  // other streams that used it (record_stream)
+  int pending_events = 0;          // events still to complete before reuse
 };
 
 struct BlockLess {
@@ -115,7 +115,8 @@ class CachingAllocator final : public Allocator {
     if (switch_device) (void)cudaSetDevice(device_);
     for (cudaStream_t s : b->uses) {
       cudaEvent_t ev = nullptr;
-      if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) == cudaSuccess && cudaEventRecord(ev, s) == cudaSuccess) {
+      if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) == cudaSuccess &&
+          cudaEventRecord(ev, s) == cudaSuccess) {
         pending_.emplace_back(ev, b);
         ++b->pending_events;
       } else {
@@ -167,9 +168,10 @@ class CachingAllocator final : public Allocator {
       (void)cudaGetLastError();
       size_t free_b = 0, total_b = 0;
       if (!host_ && cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) (void)cudaGetLastError();
-      MT_FAIL("allocate", "out of memory allocating ", mib(requested), host_ ? " of pinned host memory" : " on cuda:",
-              host_ ? std::string() : std::to_string(device_), " (allocated by mantissa: ", mib(stats_.allocated),
-              ", reserved: ", mib(stats_.reserved), host_ ? ")" : ", free on device: " + mib(free_b) + " of " + mib(total_b) + ")");
+      MT_FAIL("allocate", "out of memory allocating ", mib(requested),
+              host_ ? " of pinned host memory" : " on cuda:", host_ ? std::string() : std::to_string(device_),
+              " (allocated by mantissa: ", mib(stats_.allocated), ", reserved: ", mib(stats_.reserved),
+              host_ ? ")" : ", free on device: " + mib(free_b) + " of " + mib(total_b) + ")");
     }
     MT_CUDA_CHECK(err);
     return p;

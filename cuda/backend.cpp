@@ -125,10 +125,9 @@ void copy(const Tensor& src, const Tensor& dst) {
 
 // Declared in core/backend.cpp.
 const Backend* cuda_backend() {
-  static const Backend table{cuda::copy,         cuda::fill,   cuda::unary,       cuda::binary,
-                             cuda::where,        cuda::reduce, cuda::var_mean,    cuda::softmax,
-                             cuda::matmul,       cuda::index_select, cuda::gather, cuda::scatter_add,
-                             cuda::accumulate_grad};
+  static const Backend table{cuda::copy,   cuda::fill,        cuda::unary,          cuda::binary, cuda::where,
+                             cuda::reduce, cuda::var_mean,    cuda::softmax,        cuda::matmul, cuda::index_select,
+                             cuda::gather, cuda::scatter_add, cuda::accumulate_grad};
   return &table;
 }
 

@@ -8,12 +8,12 @@
 namespace mantissa::cuda {
 
 namespace {
-#define MT_CMP_OP(Name, expr)                                        \
-  struct Name {                                                      \
-    template <typename T>                                            \
-    __device__ __forceinline__ bool operator()(T x, T y) const {     \
-      return expr;                                                   \
-    }                                                                \
+#define MT_CMP_OP(Name, expr)                                    \
+  struct Name {                                                  \
+    template <typename T>                                        \
+    __device__ __forceinline__ bool operator()(T x, T y) const { \
+      return expr;                                               \
+    }                                                            \
   };
 MT_CMP_OP(EqOp, x == y)
 MT_CMP_OP(NeOp, x != y)
@@ -53,20 +53,28 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
     dispatch_all(a.dtype(), [&]<typename T>() {
       using Acc = acc_t<T>;
       switch (op) {
-        case BinaryOp::Eq: return launch_binary<T, bool, Acc>(a, b, out, EqOp{}, name);
-        case BinaryOp::Ne: return launch_binary<T, bool, Acc>(a, b, out, NeOp{}, name);
-        case BinaryOp::Lt: return launch_binary<T, bool, Acc>(a, b, out, LtOp{}, name);
-        case BinaryOp::Le: return launch_binary<T, bool, Acc>(a, b, out, LeOp{}, name);
-        case BinaryOp::Gt: return launch_binary<T, bool, Acc>(a, b, out, GtOp{}, name);
-        case BinaryOp::Ge: return launch_binary<T, bool, Acc>(a, b, out, GeOp{}, name);
-        case BinaryOp::LogicalAnd: return launch_binary<T, bool, Acc>(a, b, out, AndOp{}, name);
-        default: return launch_binary<T, bool, Acc>(a, b, out, OrOp{}, name);
+        case BinaryOp::Eq:
+          return launch_binary<T, bool, Acc>(a, b, out, EqOp{}, name);
+        case BinaryOp::Ne:
+          return launch_binary<T, bool, Acc>(a, b, out, NeOp{}, name);
+        case BinaryOp::Lt:
+          return launch_binary<T, bool, Acc>(a, b, out, LtOp{}, name);
+        case BinaryOp::Le:
+          return launch_binary<T, bool, Acc>(a, b, out, LeOp{}, name);
+        case BinaryOp::Gt:
+          return launch_binary<T, bool, Acc>(a, b, out, GtOp{}, name);
+        case BinaryOp::Ge:
+          return launch_binary<T, bool, Acc>(a, b, out, GeOp{}, name);
+        case BinaryOp::LogicalAnd:
+          return launch_binary<T, bool, Acc>(a, b, out, AndOp{}, name);
+        default:
+          return launch_binary<T, bool, Acc>(a, b, out, OrOp{}, name);
       }
     });
     return;
   }
-  const bool arithmetic = op == BinaryOp::Add || op == BinaryOp::Sub || op == BinaryOp::Mul ||
-                          op == BinaryOp::Div || op == BinaryOp::Maximum || op == BinaryOp::Minimum;
+  const bool arithmetic = op == BinaryOp::Add || op == BinaryOp::Sub || op == BinaryOp::Mul || op == BinaryOp::Div ||
+                          op == BinaryOp::Maximum || op == BinaryOp::Minimum;
   if (arithmetic && !is_floating(a.dtype())) {
     dispatch_all(a.dtype(), [&]<typename T>() {
       if constexpr (std::is_floating_point_v<acc_t<T>>) {
@@ -74,12 +82,18 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
       } else {
         using Acc = std::conditional_t<std::is_same_v<T, bool>, int64_t, T>;
         switch (op) {
-          case BinaryOp::Add: return launch_binary<T, T, Acc>(a, b, out, math::Add{}, name);
-          case BinaryOp::Sub: return launch_binary<T, T, Acc>(a, b, out, math::Sub{}, name);
-          case BinaryOp::Mul: return launch_binary<T, T, Acc>(a, b, out, math::Mul{}, name);
-          case BinaryOp::Maximum: return launch_binary<T, T, Acc>(a, b, out, math::Maximum{}, name);
-          case BinaryOp::Minimum: return launch_binary<T, T, Acc>(a, b, out, math::Minimum{}, name);
-          default: return launch_binary<T, T, Acc>(a, b, out, IntFloorDiv{}, name);
+          case BinaryOp::Add:
+            return launch_binary<T, T, Acc>(a, b, out, math::Add{}, name);
+          case BinaryOp::Sub:
+            return launch_binary<T, T, Acc>(a, b, out, math::Sub{}, name);
+          case BinaryOp::Mul:
+            return launch_binary<T, T, Acc>(a, b, out, math::Mul{}, name);
+          case BinaryOp::Maximum:
+            return launch_binary<T, T, Acc>(a, b, out, math::Maximum{}, name);
+          case BinaryOp::Minimum:
+            return launch_binary<T, T, Acc>(a, b, out, math::Minimum{}, name);
+          default:
+            return launch_binary<T, T, Acc>(a, b, out, IntFloorDiv{}, name);
         }
       }
     });
@@ -88,22 +102,34 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   dispatch_floating(a.dtype(), name, [&]<typename T>() {
     using Acc = acc_t<T>;
     switch (op) {
-      case BinaryOp::Add: return launch_binary<T, T, Acc>(a, b, out, math::Add{}, name);
-      case BinaryOp::Sub: return launch_binary<T, T, Acc>(a, b, out, math::Sub{}, name);
-      case BinaryOp::Mul: return launch_binary<T, T, Acc>(a, b, out, math::Mul{}, name);
-      case BinaryOp::Div: return launch_binary<T, T, Acc>(a, b, out, math::Div{}, name);
-      case BinaryOp::Maximum: return launch_binary<T, T, Acc>(a, b, out, math::Maximum{}, name);
-      case BinaryOp::Minimum: return launch_binary<T, T, Acc>(a, b, out, math::Minimum{}, name);
-      case BinaryOp::Pow: return launch_binary<T, T, Acc>(a, b, out, math::Pow{}, name);
-      case BinaryOp::ReluBackward: return launch_binary<T, T, Acc>(a, b, out, math::ReluBackward{}, name);
-      case BinaryOp::GeluErfBackward: return launch_binary<T, T, Acc>(a, b, out, math::GeluErfBackward{}, name);
-      case BinaryOp::GeluTanhBackward: return launch_binary<T, T, Acc>(a, b, out, math::GeluTanhBackward{}, name);
-      case BinaryOp::SiluBackward: return launch_binary<T, T, Acc>(a, b, out, math::SiluBackward{}, name);
+      case BinaryOp::Add:
+        return launch_binary<T, T, Acc>(a, b, out, math::Add{}, name);
+      case BinaryOp::Sub:
+        return launch_binary<T, T, Acc>(a, b, out, math::Sub{}, name);
+      case BinaryOp::Mul:
+        return launch_binary<T, T, Acc>(a, b, out, math::Mul{}, name);
+      case BinaryOp::Div:
+        return launch_binary<T, T, Acc>(a, b, out, math::Div{}, name);
+      case BinaryOp::Maximum:
+        return launch_binary<T, T, Acc>(a, b, out, math::Maximum{}, name);
+      case BinaryOp::Minimum:
+        return launch_binary<T, T, Acc>(a, b, out, math::Minimum{}, name);
+      case BinaryOp::Pow:
+        return launch_binary<T, T, Acc>(a, b, out, math::Pow{}, name);
+      case BinaryOp::ReluBackward:
+        return launch_binary<T, T, Acc>(a, b, out, math::ReluBackward{}, name);
+      case BinaryOp::GeluErfBackward:
+        return launch_binary<T, T, Acc>(a, b, out, math::GeluErfBackward{}, name);
+      case BinaryOp::GeluTanhBackward:
+        return launch_binary<T, T, Acc>(a, b, out, math::GeluTanhBackward{}, name);
+      case BinaryOp::SiluBackward:
+        return launch_binary<T, T, Acc>(a, b, out, math::SiluBackward{}, name);
       case BinaryOp::SigmoidBackwardFromOutput:
         return launch_binary<T, T, Acc>(a, b, out, math::SigmoidBackwardFromOutput{}, name);
       case BinaryOp::TanhBackwardFromOutput:
         return launch_binary<T, T, Acc>(a, b, out, math::TanhBackwardFromOutput{}, name);
-      default: MT_FAIL(name, "unknown binary op ", int(op));
+      default:
+        MT_FAIL(name, "unknown binary op ", int(op));
     }
   });
 }
@@ -117,9 +143,8 @@ void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& o
     DeviceGuard g(dev);
     const Shape& s = out.sizes();
     auto ix = make_indexer<4>(s, {out.strides(), bstrides(cond, s), bstrides(a, s), bstrides(b, s)}, "where");
-    where_kernel<T><<<grid_for(n, dev), kBlock, 0, current_stream(dev)>>>(ix, n, dptr<const bool>(cond),
-                                                                          dptr<const T>(a), dptr<const T>(b),
-                                                                          dptr<T>(out));
+    where_kernel<T><<<grid_for(n, dev), kBlock, 0, current_stream(dev)>>>(
+        ix, n, dptr<const bool>(cond), dptr<const T>(a), dptr<const T>(b), dptr<T>(out));
     MT_CUDA_CHECK_LAUNCH();
   });
 }

@@ -25,8 +25,8 @@ void copy_same_device(const Tensor& src, const Tensor& dst) {
   if (dst.numel() == 0) return;
   if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous() && src.sizes() == dst.sizes()) {
     DeviceGuard g(dev);
-    MT_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(), cudaMemcpyDeviceToDevice,
-                                  current_stream(dev)));
+    MT_CUDA_CHECK(
+        cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(), cudaMemcpyDeviceToDevice, current_stream(dev)));
     return;
   }
   dispatch_all(src.dtype(), [&]<typename In>() {
@@ -40,9 +40,12 @@ void fill(const Tensor& dst, const Scalar& value) {
   const int dev = dst.device().index;
   dispatch_all(dst.dtype(), [&]<typename T>() {
     T v;
-    if constexpr (std::is_same_v<T, bool>) v = value.to_double() != 0.0;
-    else if constexpr (std::is_floating_point_v<acc_t<T>>) v = cast_to<T>(value.to_double());
-    else v = cast_to<T>(value.to_int());
+    if constexpr (std::is_same_v<T, bool>)
+      v = value.to_double() != 0.0;
+    else if constexpr (std::is_floating_point_v<acc_t<T>>)
+      v = cast_to<T>(value.to_double());
+    else
+      v = cast_to<T>(value.to_int());
     DeviceGuard g(dev);
     auto ix = make_indexer<1>(dst.sizes(), {dst.strides()}, "fill");
     fill_kernel<T><<<grid_for(n, dev), kBlock, 0, current_stream(dev)>>>(ix, n, dptr<T>(dst), v);

@@ -54,11 +54,10 @@ class StreamGuard {
 }  // namespace mantissa::cuda
 
 // MT_CUDA_CHECK(cudaMalloc(&p, n)): throws mantissa::Error with file/line and the CUDA message.
-#define MT_CUDA_CHECK(expr)                                                                  \
-  do {                                                                                       \
-    cudaError_t mt_cuda_err_ = (expr);                                                       \
-    if (mt_cuda_err_ != cudaSuccess)                                                         \
-      ::mantissa::cuda::throw_cuda_error(mt_cuda_err_, #expr, __FILE__, __LINE__);           \
+#define MT_CUDA_CHECK(expr)                                                                                       \
+  do {                                                                                                            \
+    cudaError_t mt_cuda_err_ = (expr);                                                                            \
+    if (mt_cuda_err_ != cudaSuccess) ::mantissa::cuda::throw_cuda_error(mt_cuda_err_, #expr, __FILE__, __LINE__); \
   } while (0)
 
 // After a kernel launch: reports bad launch configurations at the launch site.

@@ -34,8 +34,8 @@ void accumulate_grad(const Tensor& src, const Tensor& dst, bool init, const Tens
     dispatch_floating(dst.dtype(), "accumulate_grad", [&]<typename D>() {
       using Acc = std::conditional_t<std::is_same_v<D, double>, double, float>;
       auto ix = make_indexer<2>(dst.sizes(), {dst.strides(), bstrides(src, dst.sizes())}, "accumulate_grad");
-      accumulate_grad_kernel<S, D, Acc><<<grid_for(n, dev), kBlock, 0, current_stream(dev)>>>(
-          ix, n, dptr<const S>(src), dptr<D>(dst), init, flag);
+      accumulate_grad_kernel<S, D, Acc>
+          <<<grid_for(n, dev), kBlock, 0, current_stream(dev)>>>(ix, n, dptr<const S>(src), dptr<D>(dst), init, flag);
       MT_CUDA_CHECK_LAUNCH();
     });
   });

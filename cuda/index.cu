@@ -11,10 +11,14 @@ namespace {
 template <typename F>
 void dispatch_width(DType t, F&& f) {
   switch (element_size(t)) {
-    case 1: return f.template operator()<uint8_t>();
-    case 2: return f.template operator()<uint16_t>();
-    case 4: return f.template operator()<uint32_t>();
-    default: return f.template operator()<uint64_t>();
+    case 1:
+      return f.template operator()<uint8_t>();
+    case 2:
+      return f.template operator()<uint16_t>();
+    case 4:
+      return f.template operator()<uint32_t>();
+    default:
+      return f.template operator()<uint64_t>();
   }
 }
 
@@ -47,8 +51,8 @@ __global__ void index_select_kernel(const E* x, const int64_t* idx, E* y, int64_
 // in: [outer, n, in_inner]; index, out: [outer, k, inner]; all contiguous.
 // out[o, j, i] = in[o, index[o, j, i], i]
 template <typename E>
-__global__ void gather_kernel(const E* x, const int64_t* idx, E* y, int64_t total, int64_t n, int64_t k,
-                              int64_t inner, int64_t in_inner) {
+__global__ void gather_kernel(const E* x, const int64_t* idx, E* y, int64_t total, int64_t n, int64_t k, int64_t inner,
+                              int64_t in_inner) {
   for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < total; p += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = p % inner, o = p / (inner * k);
     y[p] = x[(o * n + idx[p]) * in_inner + i];

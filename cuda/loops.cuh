@@ -33,8 +33,10 @@ using acc_t = std::conditional_t<std::is_same_v<T, double>, double,
 
 template <typename T>
 __host__ __device__ __forceinline__ float to_float(T v) {
-  if constexpr (std::is_same_v<T, __half>) return __half2float(v);
-  else return __bfloat162float(v);
+  if constexpr (std::is_same_v<T, __half>)
+    return __half2float(v);
+  else
+    return __bfloat162float(v);
 }
 
 // Value conversion with the CPU's rules (cpu::cast_to): fp16/bf16 go through fp32 with
@@ -60,25 +62,38 @@ __host__ __device__ __forceinline__ To cast_to(From v) {
 template <typename F>
 void dispatch_all(DType t, F&& f) {
   switch (t) {
-    case DType::Float32: return f.template operator()<float>();
-    case DType::Float64: return f.template operator()<double>();
-    case DType::Float16: return f.template operator()<__half>();
-    case DType::BFloat16: return f.template operator()<__nv_bfloat16>();
-    case DType::Int64: return f.template operator()<int64_t>();
-    case DType::Int32: return f.template operator()<int32_t>();
-    case DType::UInt8: return f.template operator()<uint8_t>();
-    case DType::Bool: return f.template operator()<bool>();
+    case DType::Float32:
+      return f.template operator()<float>();
+    case DType::Float64:
+      return f.template operator()<double>();
+    case DType::Float16:
+      return f.template operator()<__half>();
+    case DType::BFloat16:
+      return f.template operator()<__nv_bfloat16>();
+    case DType::Int64:
+      return f.template operator()<int64_t>();
+    case DType::Int32:
+      return f.template operator()<int32_t>();
+    case DType::UInt8:
+      return f.template operator()<uint8_t>();
+    case DType::Bool:
+      return f.template operator()<bool>();
   }
 }
 
 template <typename F>
 void dispatch_floating(DType t, const char* op, F&& f) {
   switch (t) {
-    case DType::Float32: return f.template operator()<float>();
-    case DType::Float64: return f.template operator()<double>();
-    case DType::Float16: return f.template operator()<__half>();
-    case DType::BFloat16: return f.template operator()<__nv_bfloat16>();
-    default: MT_FAIL(op, "expected a floating-point tensor, got ", dtype_name(t));
+    case DType::Float32:
+      return f.template operator()<float>();
+    case DType::Float64:
+      return f.template operator()<double>();
+    case DType::Float16:
+      return f.template operator()<__half>();
+    case DType::BFloat16:
+      return f.template operator()<__nv_bfloat16>();
+    default:
+      MT_FAIL(op, "expected a floating-point tensor, got ", dtype_name(t));
   }
 }
 
@@ -181,8 +196,8 @@ Indexer<N> make_indexer(const Shape& shape, const std::array<Shape, N>& st, cons
       ++nd;
     }
   }
-  MT_CHECK(nd <= kMaxDims, op, "the CUDA kernels support at most ", kMaxDims,
-           " non-mergeable dimensions, got ", nd, " for shape ", shape_str(shape));
+  MT_CHECK(nd <= kMaxDims, op, "the CUDA kernels support at most ", kMaxDims, " non-mergeable dimensions, got ", nd,
+           " for shape ", shape_str(shape));
   ix.ndim = nd;
   for (int d = 0; d < nd; ++d) {
     ix.sizes[d] = sizes[d];
@@ -233,8 +248,8 @@ void launch_unary(const Tensor& in, const Tensor& out, F f, const char* op) {
   const int dev = out.device().index;
   DeviceGuard g(dev);
   auto ix = make_indexer<2>(out.sizes(), {out.strides(), bstrides(in, out.sizes())}, op);
-  unary_kernel<In, Out, Acc, F><<<grid_for(n, dev), kBlock, 0, current_stream(dev)>>>(ix, n, dptr<const In>(in),
-                                                                                      dptr<Out>(out), f);
+  unary_kernel<In, Out, Acc, F>
+      <<<grid_for(n, dev), kBlock, 0, current_stream(dev)>>>(ix, n, dptr<const In>(in), dptr<Out>(out), f);
   MT_CUDA_CHECK_LAUNCH();
 }
 
@@ -242,9 +257,8 @@ void launch_unary(const Tensor& in, const Tensor& out, F f, const char* op) {
 // out[i] = Out(f(Acc(a[i]), Acc(b[i])))
 template <typename In, typename Out, typename Acc, typename F>
 __global__ void binary_kernel(Indexer<3> ix, int64_t n, const In* a, const In* b, Out* y, F f) {
-  ix.for_each(n, [&](const Offsets<3>& o) {
-    y[o.v[0]] = cast_to<Out>(f(cast_to<Acc>(a[o.v[1]]), cast_to<Acc>(b[o.v[2]])));
-  });
+  ix.for_each(
+      n, [&](const Offsets<3>& o) { y[o.v[0]] = cast_to<Out>(f(cast_to<Acc>(a[o.v[1]]), cast_to<Acc>(b[o.v[2]]))); });
 }
 
 template <typename In, typename Out, typename Acc, typename F>

@@ -25,12 +25,12 @@
 #include "cuda/kernels.h"
 #include "cuda/nvtx.h"
 
-#define MT_CUBLAS_CHECK(expr)                                                                                    \
-  do {                                                                                                           \
-    cublasStatus_t mt_blas_status_ = (expr);                                                                     \
-    if (mt_blas_status_ != CUBLAS_STATUS_SUCCESS)                                                                \
-      MT_FAIL("cuBLAS", cublasGetStatusName(mt_blas_status_), " (", cublasGetStatusString(mt_blas_status_),   \
-              ") from ", #expr, " at ", __FILE__, ":", __LINE__);                                                \
+#define MT_CUBLAS_CHECK(expr)                                                                                          \
+  do {                                                                                                                 \
+    cublasStatus_t mt_blas_status_ = (expr);                                                                           \
+    if (mt_blas_status_ != CUBLAS_STATUS_SUCCESS)                                                                      \
+      MT_FAIL("cuBLAS", cublasGetStatusName(mt_blas_status_), " (", cublasGetStatusString(mt_blas_status_), ") from ", \
+              #expr, " at ", __FILE__, ":", __LINE__);                                                                 \
   } while (0)
 
 namespace mantissa::cuda {
@@ -186,9 +186,14 @@ void matmul(const Tensor& a0, const Tensor& b0, const Tensor& out) {
       type = CUDA_R_32F;
       if (allow_tf32()) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
       break;
-    case DType::Float16: type = CUDA_R_16F; break;
-    case DType::BFloat16: type = CUDA_R_16BF; break;
-    default: MT_FAIL("matmul", "expected a floating-point tensor, got ", dtype_name(out.dtype()));
+    case DType::Float16:
+      type = CUDA_R_16F;
+      break;
+    case DType::BFloat16:
+      type = CUDA_R_16BF;
+      break;
+    default:
+      MT_FAIL("matmul", "expected a floating-point tensor, got ", dtype_name(out.dtype()));
   }
   const float alpha = 1.0f, beta = 0.0f;  // scalars in the compute type (fp32)
   MT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, opa, opb, m, n, k, &alpha, b.raw_data(), type, lda, sb, a.raw_data(),

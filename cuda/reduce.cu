@@ -20,8 +20,10 @@ constexpr unsigned kFullMask = 0xffffffffu;
 
 template <typename T>
 __device__ __forceinline__ T shfl_xor(T v, int lane_mask) {
-  if constexpr (std::is_integral_v<T> && sizeof(T) < 4) return T(__shfl_xor_sync(kFullMask, int(v), lane_mask));
-  else return __shfl_xor_sync(kFullMask, v, lane_mask);
+  if constexpr (std::is_integral_v<T> && sizeof(T) < 4)
+    return T(__shfl_xor_sync(kFullMask, int(v), lane_mask));
+  else
+    return __shfl_xor_sync(kFullMask, v, lane_mask);
 }
 
 // Accumulator of a reduction of T: fp32 for fp16/bf16/fp32, fp64 for fp64, int64 for
@@ -83,8 +85,10 @@ struct ExtremeOp {
   __device__ State shfl(State s, int m) const { return {shfl_xor(s.v, m), shfl_xor(s.i, m)}; }
   template <typename Out>
   __device__ Out finish(State s) const {
-    if constexpr (kIndex) return cast_to<Out>(s.i);
-    else return cast_to<Out>(s.v);
+    if constexpr (kIndex)
+      return cast_to<Out>(s.i);
+    else
+      return cast_to<Out>(s.v);
   }
 };
 
@@ -307,9 +311,9 @@ void reduce(ReduceOp op, const Tensor& in, const Tensor& out) {
     using Acc = red_acc_t<T>;
     // One output type per (op, T), as the CPU kernel: sums of bool/uint8/int32 are int64,
     // arg* are int64, everything else keeps T.
-    using SumOut = std::conditional_t<std::is_same_v<T, bool> || std::is_same_v<T, uint8_t> ||
-                                          std::is_same_v<T, int32_t>,
-                                      int64_t, T>;
+    using SumOut =
+        std::conditional_t<std::is_same_v<T, bool> || std::is_same_v<T, uint8_t> || std::is_same_v<T, int32_t>, int64_t,
+                           T>;
     auto expect = [&](DType want) {
       MT_CHECK(out.dtype() == want, "reduce", "the CUDA kernel writes ", dtype_name(want), " for a ",
                dtype_name(in.dtype()), " input, got an output of ", dtype_name(out.dtype()));
@@ -318,9 +322,15 @@ void reduce(ReduceOp op, const Tensor& in, const Tensor& out) {
       case ReduceOp::Sum:
         expect(std::is_same_v<SumOut, T> ? in.dtype() : DType::Int64);
         return run_reduce<T, SumOut>(in, out, rows, n, SumOp<Acc>{});
-      case ReduceOp::Prod: expect(in.dtype()); return run_reduce<T, T>(in, out, rows, n, ProdOp<Acc>{});
-      case ReduceOp::Max: expect(in.dtype()); return run_reduce<T, T>(in, out, rows, n, ExtremeOp<Acc, true, false>{});
-      case ReduceOp::Min: expect(in.dtype()); return run_reduce<T, T>(in, out, rows, n, ExtremeOp<Acc, false, false>{});
+      case ReduceOp::Prod:
+        expect(in.dtype());
+        return run_reduce<T, T>(in, out, rows, n, ProdOp<Acc>{});
+      case ReduceOp::Max:
+        expect(in.dtype());
+        return run_reduce<T, T>(in, out, rows, n, ExtremeOp<Acc, true, false>{});
+      case ReduceOp::Min:
+        expect(in.dtype());
+        return run_reduce<T, T>(in, out, rows, n, ExtremeOp<Acc, false, false>{});
       case ReduceOp::ArgMax:
         expect(DType::Int64);
         return run_reduce<T, int64_t>(in, out, rows, n, ExtremeOp<Acc, true, true>{});
@@ -341,8 +351,8 @@ void var_mean(const Tensor& in, const Tensor& var, const Tensor& mean, int64_t c
   dispatch_floating(in.dtype(), "var", [&]<typename T>() {
     const RowPlan p = plan_rows(rows, n, dev);
     const cudaStream_t s = current_stream(dev);
-    var_mean_kernel<T><<<p.grid, p.block, 0, s>>>(Rows{p.warp}, dptr<const T>(in), dptr<T>(var), dptr<T>(mean),
-                                                  rows, n, correction);
+    var_mean_kernel<T>
+        <<<p.grid, p.block, 0, s>>>(Rows{p.warp}, dptr<const T>(in), dptr<T>(var), dptr<T>(mean), rows, n, correction);
     MT_CUDA_CHECK_LAUNCH();
   });
 }
@@ -359,8 +369,7 @@ void softmax(const Tensor& in, const Tensor& out, bool log) {
       using Acc = std::conditional_t<std::is_same_v<T, double> || std::is_same_v<O, double>, double, float>;
       const RowPlan p = plan_rows(rows, n, dev);
       const cudaStream_t s = current_stream(dev);
-      softmax_kernel<T, O, Acc><<<p.grid, p.block, 0, s>>>(Rows{p.warp}, dptr<const T>(in), dptr<O>(out), rows, n,
-                                                           log);
+      softmax_kernel<T, O, Acc><<<p.grid, p.block, 0, s>>>(Rows{p.warp}, dptr<const T>(in), dptr<O>(out), rows, n, log);
       MT_CUDA_CHECK_LAUNCH();
     });
   });

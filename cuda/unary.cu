@@ -44,12 +44,18 @@ void unary(UnaryOp op, const Tensor& in, const Tensor& out, double a, double b) 
       } else {
         using Acc = acc_t<T>;
         switch (op) {
-          case UnaryOp::Neg: return launch_unary<T, T, Acc>(in, out, math::Neg{}, name);
-          case UnaryOp::Abs: return launch_unary<T, T, Acc>(in, out, math::Abs{}, name);
-          case UnaryOp::Sign: return launch_unary<T, T, Acc>(in, out, math::Sign{}, name);
-          case UnaryOp::Square: return launch_unary<T, T, Acc>(in, out, math::Square{}, name);
-          case UnaryOp::Relu: return launch_unary<T, T, Acc>(in, out, math::Relu{}, name);
-          default: return launch_unary<T, T, Acc>(in, out, math::Clamp{a, b}, name);
+          case UnaryOp::Neg:
+            return launch_unary<T, T, Acc>(in, out, math::Neg{}, name);
+          case UnaryOp::Abs:
+            return launch_unary<T, T, Acc>(in, out, math::Abs{}, name);
+          case UnaryOp::Sign:
+            return launch_unary<T, T, Acc>(in, out, math::Sign{}, name);
+          case UnaryOp::Square:
+            return launch_unary<T, T, Acc>(in, out, math::Square{}, name);
+          case UnaryOp::Relu:
+            return launch_unary<T, T, Acc>(in, out, math::Relu{}, name);
+          default:
+            return launch_unary<T, T, Acc>(in, out, math::Clamp{a, b}, name);
         }
       }
     });
@@ -57,22 +63,38 @@ void unary(UnaryOp op, const Tensor& in, const Tensor& out, double a, double b) 
   }
   dispatch_floating(in.dtype(), name, [&]<typename T>() {
     switch (op) {
-      case UnaryOp::Exp: return float_unary<T>(in, out, math::Exp{});
-      case UnaryOp::Log: return float_unary<T>(in, out, math::Log{});
-      case UnaryOp::Log1p: return float_unary<T>(in, out, math::Log1p{});
-      case UnaryOp::Sqrt: return float_unary<T>(in, out, math::Sqrt{});
-      case UnaryOp::Rsqrt: return float_unary<T>(in, out, math::Rsqrt{});
-      case UnaryOp::Sin: return float_unary<T>(in, out, math::Sin{});
-      case UnaryOp::Cos: return float_unary<T>(in, out, math::Cos{});
-      case UnaryOp::Tanh: return float_unary<T>(in, out, math::Tanh{});
-      case UnaryOp::Sigmoid: return float_unary<T>(in, out, math::Sigmoid{});
-      case UnaryOp::GeluErf: return float_unary<T>(in, out, math::GeluErf{});
-      case UnaryOp::GeluTanh: return float_unary<T>(in, out, math::GeluTanh{});
-      case UnaryOp::Silu: return float_unary<T>(in, out, math::Silu{});
-      case UnaryOp::Erf: return float_unary<T>(in, out, math::Erf{});
-      case UnaryOp::Reciprocal: return float_unary<T>(in, out, math::Reciprocal{});
-      case UnaryOp::PowScalar: return float_unary<T>(in, out, math::PowScalar{a});
-      default: MT_FAIL(name, "unknown unary op ", int(op));
+      case UnaryOp::Exp:
+        return float_unary<T>(in, out, math::Exp{});
+      case UnaryOp::Log:
+        return float_unary<T>(in, out, math::Log{});
+      case UnaryOp::Log1p:
+        return float_unary<T>(in, out, math::Log1p{});
+      case UnaryOp::Sqrt:
+        return float_unary<T>(in, out, math::Sqrt{});
+      case UnaryOp::Rsqrt:
+        return float_unary<T>(in, out, math::Rsqrt{});
+      case UnaryOp::Sin:
+        return float_unary<T>(in, out, math::Sin{});
+      case UnaryOp::Cos:
+        return float_unary<T>(in, out, math::Cos{});
+      case UnaryOp::Tanh:
+        return float_unary<T>(in, out, math::Tanh{});
+      case UnaryOp::Sigmoid:
+        return float_unary<T>(in, out, math::Sigmoid{});
+      case UnaryOp::GeluErf:
+        return float_unary<T>(in, out, math::GeluErf{});
+      case UnaryOp::GeluTanh:
+        return float_unary<T>(in, out, math::GeluTanh{});
+      case UnaryOp::Silu:
+        return float_unary<T>(in, out, math::Silu{});
+      case UnaryOp::Erf:
+        return float_unary<T>(in, out, math::Erf{});
+      case UnaryOp::Reciprocal:
+        return float_unary<T>(in, out, math::Reciprocal{});
+      case UnaryOp::PowScalar:
+        return float_unary<T>(in, out, math::PowScalar{a});
+      default:
+        MT_FAIL(name, "unknown unary op ", int(op));
     }
   });
 }

@@ -19,10 +19,10 @@ namespace mt = mantissa;
 
 namespace {
 
-#define REQUIRE_GPU()                                                                                \
-  do {                                                                                               \
-    if (mt::cuda_device_count() == 0)                                                                \
-      GTEST_SKIP() << "no usable CUDA device (no GPU, no driver, or built without CUDA)";            \
+#define REQUIRE_GPU()                                                                     \
+  do {                                                                                    \
+    if (mt::cuda_device_count() == 0)                                                     \
+      GTEST_SKIP() << "no usable CUDA device (no GPU, no driver, or built without CUDA)"; \
   } while (0)
 
 const mt::Device kGpu = mt::Device::cuda(0);
@@ -41,11 +41,16 @@ struct Tol {
 // so results may land one rounding step apart.
 Tol tol_for(mt::DType t) {
   switch (t) {
-    case mt::DType::Float32: return {2e-6, 1e-6};
-    case mt::DType::Float64: return {1e-13, 1e-13};
-    case mt::DType::Float16: return {2e-3, 1e-3};
-    case mt::DType::BFloat16: return {1.6e-2, 1e-2};
-    default: return {0, 0};
+    case mt::DType::Float32:
+      return {2e-6, 1e-6};
+    case mt::DType::Float64:
+      return {1e-13, 1e-13};
+    case mt::DType::Float16:
+      return {2e-3, 1e-3};
+    case mt::DType::BFloat16:
+      return {1.6e-2, 1e-2};
+    default:
+      return {0, 0};
   }
 }
 
@@ -192,7 +197,7 @@ TEST(CudaCopy, BroadcastAndStridedDestinations) {
   h.copy_(d);
   expect_close(h.contiguous(), want.to(mt::kFloat64), {0, 0}, "d2h into a transposed view");
   // device -> device, broadcast and slice
-  mt::Tensor dd = mt::zeros({2, 4, 3}, {.device = kGpu, .dtype = mt::kFloat16});
+  mt::Tensor dd = mt::zeros({2, 4, 3}, {.dtype = mt::kFloat16, .device = kGpu});
   dd.copy_(d);
   expect_close(dd.to(kCpu), want.to(mt::kFloat16).expand({2, 4, 3}).contiguous(), {0, 0}, "d2d broadcast");
 }
@@ -215,10 +220,10 @@ TEST(CudaFill, EveryDtypeAndStrided) {
 TEST(CudaElementwise, UnaryFloatOpsMatchCpu) {
   REQUIRE_GPU();
   using U = mt::UnaryOp;
-  const std::vector<U> ops = {U::Neg,  U::Abs,     U::Sign,    U::Exp,      U::Log,     U::Log1p,  U::Sqrt,
-                              U::Rsqrt, U::Sin,    U::Cos,     U::Tanh,     U::Sigmoid, U::Relu,   U::GeluErf,
-                              U::GeluTanh, U::Silu, U::Erf,    U::Reciprocal, U::Square, U::PowScalar, U::Clamp,
-                              U::IsFinite, U::LogicalNot};
+  const std::vector<U> ops = {U::Neg,    U::Abs,       U::Sign,     U::Exp,      U::Log,       U::Log1p,
+                              U::Sqrt,   U::Rsqrt,     U::Sin,      U::Cos,      U::Tanh,      U::Sigmoid,
+                              U::Relu,   U::GeluErf,   U::GeluTanh, U::Silu,     U::Erf,       U::Reciprocal,
+                              U::Square, U::PowScalar, U::Clamp,    U::IsFinite, U::LogicalNot};
   for (mt::DType t : kFloatTypes)
     for (U op : ops) {
       const bool positive = op == U::Log || op == U::Sqrt || op == U::Rsqrt || op == U::PowScalar;
@@ -254,9 +259,19 @@ TEST(CudaElementwise, UnaryIntegerOpsMatchCpu) {
 TEST(CudaElementwise, BinaryOpsWithBroadcastMatchCpu) {
   REQUIRE_GPU();
   using B = mt::BinaryOp;
-  const std::vector<B> float_ops = {B::Add,  B::Sub, B::Mul, B::Div, B::Maximum, B::Minimum, B::Pow,
-                                    B::ReluBackward, B::GeluErfBackward, B::GeluTanhBackward, B::SiluBackward,
-                                    B::SigmoidBackwardFromOutput, B::TanhBackwardFromOutput};
+  const std::vector<B> float_ops = {B::Add,
+                                    B::Sub,
+                                    B::Mul,
+                                    B::Div,
+                                    B::Maximum,
+                                    B::Minimum,
+                                    B::Pow,
+                                    B::ReluBackward,
+                                    B::GeluErfBackward,
+                                    B::GeluTanhBackward,
+                                    B::SiluBackward,
+                                    B::SigmoidBackwardFromOutput,
+                                    B::TanhBackwardFromOutput};
   const std::vector<B> compare_ops = {B::Eq, B::Ne, B::Lt, B::Le, B::Gt, B::Ge, B::LogicalAnd, B::LogicalOr};
   // (a shape, b shape): same shape, broadcast row/column, scalar, 4-d with a middle broadcast
   const std::vector<std::pair<mt::Shape, mt::Shape>> shapes = {
@@ -266,8 +281,9 @@ TEST(CudaElementwise, BinaryOpsWithBroadcastMatchCpu) {
     mt::Tensor want = mt::empty(s, {.dtype = out_t}), got = mt::empty(s, {.dtype = out_t, .device = kGpu});
     cpu().binary(op, a, b, want);
     gpu().binary(op, a.to(kGpu), b.to(kGpu), got);
-    expect_close(got, want, tol,
-                 "binary op " + std::to_string(int(op)) + " " + mt::dtype_name(t) + " " + a.shape_str() + b.shape_str());
+    expect_close(
+        got, want, tol,
+        "binary op " + std::to_string(int(op)) + " " + mt::dtype_name(t) + " " + a.shape_str() + b.shape_str());
   };
   for (auto& [sa, sb] : shapes) {
     for (mt::DType t : kFloatTypes) {
@@ -308,11 +324,16 @@ namespace {
 Tol sum_tol(mt::DType t, int64_t n) {
   const double scale = std::sqrt(double(n));
   switch (t) {
-    case mt::DType::Float32: return {1e-5, 1e-6 * double(n)};
-    case mt::DType::Float64: return {1e-12, 1e-13 * double(n)};
-    case mt::DType::Float16: return {4e-3, 2e-3 * scale};
-    case mt::DType::BFloat16: return {3e-2, 2e-2 * scale};
-    default: return {0, 0};
+    case mt::DType::Float32:
+      return {1e-5, 1e-6 * double(n)};
+    case mt::DType::Float64:
+      return {1e-12, 1e-13 * double(n)};
+    case mt::DType::Float16:
+      return {4e-3, 2e-3 * scale};
+    case mt::DType::BFloat16:
+      return {3e-2, 2e-2 * scale};
+    default:
+      return {0, 0};
   }
 }
 }  // namespace
@@ -329,9 +350,10 @@ TEST(CudaReduce, AllOpsAllPathsMatchCpu) {
         // Integer-valued floats for max/min so that ties (lowest index wins) are tested too.
         mt::Tensor x = (op == R::Sum && fl) ? host_randn({rows, n}, t) : host_ints({rows, n}, t, 1000);
         const mt::DType out_t = (op == R::ArgMax || op == R::ArgMin) ? mt::kInt64
-                                : (op == R::Sum && t == mt::kInt32) ? mt::kInt64
+                                : (op == R::Sum && t == mt::kInt32)  ? mt::kInt64
                                                                      : t;
-        mt::Tensor want = mt::empty({rows}, {.dtype = out_t}), got = mt::empty({rows}, {.dtype = out_t, .device = kGpu});
+        mt::Tensor want = mt::empty({rows}, {.dtype = out_t}),
+                   got = mt::empty({rows}, {.dtype = out_t, .device = kGpu});
         cpu().reduce(op, x, want);
         gpu().reduce(op, x.to(kGpu), got);
         expect_close(got, want, op == R::Sum ? sum_tol(t, n) : Tol{0, 0},
@@ -380,7 +402,8 @@ TEST(CudaReduce, VarMeanMatchesCpu) {
         mt::Tensor x = host_randn({rows, n}, t) + 3.0;
         x = x.to(t);
         mt::Tensor wv = mt::empty({rows}, {.dtype = t}), wm = mt::empty({rows}, {.dtype = t});
-        mt::Tensor gv = mt::empty({rows}, {.dtype = t, .device = kGpu}), gm = mt::empty({rows}, {.dtype = t, .device = kGpu});
+        mt::Tensor gv = mt::empty({rows}, {.dtype = t, .device = kGpu}),
+                   gm = mt::empty({rows}, {.dtype = t, .device = kGpu});
         cpu().var_mean(x, wv, wm, correction);
         gpu().var_mean(x.to(kGpu), gv, gm, correction);
         const std::string what = std::string(mt::dtype_name(t)) + " n=" + std::to_string(n);
@@ -396,7 +419,7 @@ TEST(CudaSoftmax, RowsMatchCpu) {
       for (mt::DType out_t : {t, mt::kFloat32})
         for (bool log : {false, true}) {
           mt::Tensor x = host_randn({rows, n}, mt::kFloat64) * 3.0;
-          x.select(1, 0).fill_(-INFINITY);  // masked entries
+          x.select(1, 0).fill_(-INFINITY);                // masked entries
           if (rows > 2) x.select(0, 1).fill_(-INFINITY);  // a fully masked row
           x = x.to(t);
           mt::Tensor want = mt::empty({rows, n}, {.dtype = out_t});
@@ -417,10 +440,14 @@ namespace {
 Tol matmul_tol(mt::DType t, int64_t k) {
   const double s = std::sqrt(double(std::max<int64_t>(k, 1)));  // |result| ~ sqrt(K) for randn inputs
   switch (t) {
-    case mt::DType::Float32: return {1e-5, 2e-6 * s};
-    case mt::DType::Float64: return {1e-12, 1e-13 * s};
-    case mt::DType::Float16: return {2e-3, 2e-3 * s};
-    default: return {1.6e-2, 1.6e-2 * s};
+    case mt::DType::Float32:
+      return {1e-5, 2e-6 * s};
+    case mt::DType::Float64:
+      return {1e-12, 1e-13 * s};
+    case mt::DType::Float16:
+      return {2e-3, 2e-3 * s};
+    default:
+      return {1.6e-2, 1.6e-2 * s};
   }
 }
 }  // namespace

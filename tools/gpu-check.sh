@@ -47,6 +47,10 @@ status=0
 # On a GPU machine every GPU test must have run: only the no-device test may skip.
 skipped=$(grep -c '<skipped' "$out/test_cuda.xml" 2>/dev/null || true)
 echo "skipped tests: ${skipped:-0} (1 expected on a GPU machine: CudaNoDevice.GpuTensorsFailCleanly)"
+if [[ -n "$arch" && "${skipped:-0}" -gt 1 ]]; then
+  echo "FAIL: nvidia-smi sees a GPU but GPU tests were skipped (driver/runtime mismatch?)"
+  status=1
+fi
 
 if [[ "${GPU_CHECK_SANITIZER:-0}" != 0 ]] && command -v compute-sanitizer >/dev/null; then
   echo "== compute-sanitizer (memcheck)"

@@ -15,6 +15,11 @@ void split_at(const Tensor& t, int64_t dim, int64_t& outer, int64_t& inner) {
   for (int64_t d = 0; d < dim; ++d) outer *= t.size(d);
   for (int64_t d = dim + 1; d < t.dim(); ++d) inner *= t.size(d);
 }
+// Outer slices per thread: small tensors stay on one thread (a fork per tiny gather made
+// gradcheck-sized workloads 100x slower on a loaded machine).
+int64_t outer_grain(int64_t per_outer) {
+  return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(per_outer, 1));
+}
 }  // namespace
 
 // in: contiguous [outer, n, inner]; index: [k]; out: contiguous [outer, k, inner].
@@ -47,7 +52,7 @@ void gather(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& ou
     const T* x = static_cast<const T*>(in.raw_data());
     const int64_t* idx = static_cast<const int64_t*>(index.raw_data());
     T* y = static_cast<T*>(out.raw_data());
-    parallel_for(0, outer, 1, [&](int64_t b, int64_t e) {
+    parallel_for(0, outer, outer_grain(k * inner), [&](int64_t b, int64_t e) {
       for (int64_t o = b; o < e; ++o)
         for (int64_t j = 0; j < k; ++j)
           for (int64_t i = 0; i < inner; ++i) {
@@ -71,7 +76,7 @@ void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tens
     const int64_t* idx = static_cast<const int64_t*>(index.raw_data());
     const T* s = static_cast<const T*>(src.raw_data());
     // Threads own disjoint outer slices, so no two write the same element.
-    parallel_for(0, outer, 1, [&](int64_t b, int64_t e) {
+    parallel_for(0, outer, outer_grain(k * inner), [&](int64_t b, int64_t e) {
       for (int64_t o = b; o < e; ++o)
         for (int64_t j = 0; j < k; ++j)
           for (int64_t i = 0; i < inner; ++i) {
