@@ -26,6 +26,21 @@ thread_local FoundInfSink* t_sink = nullptr;
 }  // namespace
 
 Node::Node() : sequence(g_sequence++) {}
+
+Node::~Node() {
+  // The default destructor would free a chain of nodes recursively and overflow the stack
+  // on a deep graph (a loop unrolled 100k times). Instead, nodes that only this chain keeps
+  // alive hand their edges to a local stack before they die.
+  std::vector<std::shared_ptr<Node>> stack = std::move(next);
+  while (!stack.empty()) {
+    std::shared_ptr<Node> n = std::move(stack.back());
+    stack.pop_back();
+    if (n && n.use_count() == 1) {
+      for (auto& nx : n->next) stack.push_back(std::move(nx));
+      n->next.clear();
+    }
+  }
+}
 Node* current_node() { return t_current_node; }
 void set_found_inf_sink(FoundInfSink* sink) { t_sink = sink; }
 FoundInfSink* found_inf_sink() { return t_sink; }

@@ -16,7 +16,7 @@ using Hook = std::function<Tensor(const Tensor&)>;
 
 struct Node : std::enable_shared_from_this<Node> {
   Node();
-  virtual ~Node() = default;
+  virtual ~Node();  // iterative: freeing a very deep graph must not recurse once per node
   virtual std::string name() const = 0;
   // Gradients w.r.t. each input, given the gradient of the output.
   virtual std::vector<Tensor> apply(const Tensor& grad_output) = 0;
