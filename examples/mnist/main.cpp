@@ -140,7 +140,9 @@ int main(int argc, char** argv) {
     if (amp_name == "bf16") amp = mt::kBFloat16;
     // fp16 needs loss scaling; bf16 has fp32's range and does not.
     mt::amp::GradScaler scaler({.enabled = amp_name == "fp16"});
-    mt::optim::Checkpoint parts{.model = net.get(), .optimizer = &opt, .scaler = &scaler};
+    // Linear warmup, then cosine decay to zero over the whole run (stepped per batch).
+    mt::optim::WarmupCosineLR sched(opt, 100, int64_t(epochs) * train_loader.size());
+    mt::optim::Checkpoint parts{.model = net.get(), .optimizer = &opt, .scheduler = &sched, .scaler = &scaler};
 
     int start_epoch = 0;
     if (!resume_path.empty()) {
@@ -168,6 +170,7 @@ int main(int argc, char** argv) {
         scaler.backward(loss);
         scaler.step(opt);
         scaler.update();
+        sched.step();
         double l = loss.item<double>();
         running = b == 0 ? l : 0.98 * running + 0.02 * l;
         seen += y.size(0);
