@@ -141,7 +141,8 @@ int main(int argc, char** argv) {
     // fp16 needs loss scaling; bf16 has fp32's range and does not.
     mt::amp::GradScaler scaler({.enabled = amp_name == "fp16"});
     // Linear warmup, then cosine decay to zero over the whole run (stepped per batch).
-    mt::optim::WarmupCosineLR sched(opt, 100, int64_t(epochs) * train_loader.size());
+    const int64_t total_steps = int64_t(epochs) * train_loader.size();
+    mt::optim::WarmupCosineLR sched(opt, std::min<int64_t>(100, total_steps / 10), total_steps);
     mt::optim::Checkpoint parts{.model = net.get(), .optimizer = &opt, .scheduler = &sched, .scaler = &scaler};
 
     int start_epoch = 0;
