@@ -1,9 +1,11 @@
 // Elementwise float32 ops at 16M elements (64 MiB per tensor, far beyond cache): add, relu
 // and gelu as a user calls them (a new result tensor per call), next to memcpy of one tensor
 // into a preallocated buffer. Bandwidth counts bytes read + written: add moves 3 tensors,
-// relu/gelu and memcpy 2. Goal: each op >= 0.5x memcpy's bandwidth.
+// relu/gelu and memcpy 2. Goal: each op >= 0.5x memcpy's bandwidth. memcpy_omp, the copy
+// on all OpenMP threads, is shown too: the ops are threaded, plain memcpy is not.
 //   build/bench/bench_elementwise --benchmark_min_time=0.2
 #include <mantissa.h>
+#include <omp.h>
 
 #include <cstring>
 #include <string>
@@ -64,14 +66,32 @@ void memcpy_baseline(benchmark::State& state) {
   set_bytes(state, 2);
 }
 
+// The same copy split over the OpenMP threads the ops use: the bandwidth ceiling for them.
+void memcpy_omp(benchmark::State& state) {
+  std::vector<float> src = mt::randn({kNumel}).to_vector<float>(), dst(src.size());
+  for (auto _ : state) {
+#pragma omp parallel
+    {
+      const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+      const int64_t b = kNumel * t / nt, e = kNumel * (t + 1) / nt;
+      std::memcpy(dst.data() + b, src.data() + b, size_t(e - b) * sizeof(float));
+    }
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, 2);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  for (auto [name, fn] : {std::pair{"memcpy", &memcpy_baseline}, std::pair{"mantissa_add", &mantissa_add},
-                          std::pair{"mantissa_relu", &mantissa_relu}, std::pair{"mantissa_gelu", &mantissa_gelu}})
+  for (auto [name, fn] : {std::pair{"memcpy", &memcpy_baseline}, std::pair{"memcpy_omp", &memcpy_omp},
+                          std::pair{"mantissa_add", &mantissa_add}, std::pair{"mantissa_relu", &mantissa_relu},
+                          std::pair{"mantissa_gelu", &mantissa_gelu}})
     benchmark::RegisterBenchmark(name, fn)->Unit(benchmark::kMillisecond)->UseRealTime();
   std::vector<mantissa_bench::RatioReporter::Pair> pairs;
-  for (const char* op : {"mantissa_add", "mantissa_relu", "mantissa_gelu"})
-    pairs.push_back({std::string(op) + "/real_time", "memcpy/real_time", "BYTES"});
+  for (const char* base : {"memcpy", "memcpy_omp"})
+    for (const char* op : {"mantissa_add", "mantissa_relu", "mantissa_gelu"})
+      pairs.push_back({std::string(op) + "/real_time", std::string(base) + "/real_time", "BYTES"});
   return mantissa_bench::run(argc, argv, pairs);
 }

@@ -3,6 +3,7 @@
 // where absolute numbers do not.
 #pragma once
 #include <benchmark/benchmark.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <map>
@@ -17,7 +18,9 @@ class RatioReporter : public benchmark::ConsoleReporter {
   struct Pair {
     std::string ours, baseline, counter;  // benchmark names (with /args) and the counter compared
   };
-  explicit RatioReporter(std::vector<Pair> pairs) : pairs_(std::move(pairs)) {}
+  // Colours only on a terminal (a custom reporter does not see --benchmark_color).
+  explicit RatioReporter(std::vector<Pair> pairs)
+      : ConsoleReporter(isatty(STDOUT_FILENO) ? OO_ColorTabular : OO_Tabular), pairs_(std::move(pairs)) {}
 
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);

@@ -11,13 +11,22 @@ namespace mantissa {
 namespace {
 
 const NnKernels* cpu_nn_kernels() {
-  static const NnKernels table{
-      cpu::conv2d_forward,      cpu::conv2d_backward,       cpu::im2col,
-      cpu::col2im,              cpu::max_pool2d,            cpu::avg_pool2d,
-      cpu::avg_pool2d_backward, cpu::adaptive_avg_pool2d,   cpu::adaptive_avg_pool2d_backward,
-      cpu::layer_norm,          cpu::layer_norm_backward,   cpu::batch_norm_stats,
-      cpu::batch_norm_apply,    cpu::batch_norm_backward,   cpu::cross_entropy,
-      cpu::cross_entropy_backward};
+  static const NnKernels table{cpu::conv2d_forward,
+                               cpu::conv2d_backward,
+                               cpu::im2col,
+                               cpu::col2im,
+                               cpu::max_pool2d,
+                               cpu::avg_pool2d,
+                               cpu::avg_pool2d_backward,
+                               cpu::adaptive_avg_pool2d,
+                               cpu::adaptive_avg_pool2d_backward,
+                               cpu::layer_norm,
+                               cpu::layer_norm_backward,
+                               cpu::batch_norm_stats,
+                               cpu::batch_norm_apply,
+                               cpu::batch_norm_backward,
+                               cpu::cross_entropy,
+                               cpu::cross_entropy_backward};
   return &table;
 }
 
@@ -37,8 +46,7 @@ const NnKernels& nn_kernels_for(Device device, const char* op) {
   return *k;
 }
 
-int64_t window_output_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation,
-                           bool ceil_mode) {
+int64_t window_output_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation, bool ceil_mode) {
   const int64_t span = dilation * (kernel - 1) + 1;
   const int64_t room = in + 2 * pad - span;
   if (room < 0) return 0;

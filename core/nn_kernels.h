@@ -57,8 +57,8 @@ struct NnKernels {
 
   // Layer norm over the rows of x [M, n]: y = (x - mean) * rstd * w + b, with acc mean/rstd [M]
   // written; w, b: acc [n] or undefined.
-  void (*layer_norm)(const Tensor& x, const Tensor& w, const Tensor& b, double eps, const Tensor& y,
-                     const Tensor& mean, const Tensor& rstd);
+  void (*layer_norm)(const Tensor& x, const Tensor& w, const Tensor& b, double eps, const Tensor& y, const Tensor& mean,
+                     const Tensor& rstd);
   // gx [M, n] (T), gw and gb (acc [n]); each optional.
   void (*layer_norm_backward)(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                               const Tensor& w, const Tensor& gx, const Tensor& gw, const Tensor& gb);
@@ -79,9 +79,9 @@ struct NnKernels {
   void (*cross_entropy)(const Tensor& logits, const Tensor& target, const Tensor& weight, int64_t ignore_index,
                         double label_smoothing, const Tensor& loss, const Tensor& lse);
   // glogits [M, C] = grad[r] * d loss[r] / d logits[r, :], grad: acc [M].
-  void (*cross_entropy_backward)(const Tensor& grad, const Tensor& logits, const Tensor& target,
-                                 const Tensor& weight, const Tensor& lse, int64_t ignore_index,
-                                 double label_smoothing, const Tensor& glogits);
+  void (*cross_entropy_backward)(const Tensor& grad, const Tensor& logits, const Tensor& target, const Tensor& weight,
+                                 const Tensor& lse, int64_t ignore_index, double label_smoothing,
+                                 const Tensor& glogits);
 };
 
 // The nn kernels for `device`; throws mantissa::Error naming `op` when none are registered.

@@ -2,11 +2,50 @@
 // kernels (core/cpu/nn_*.cpp) and the CUDA ones (design §3): window bounds of the
 // pooling ops, and the element formulas of the normalization and loss gradients.
 #pragma once
+#include <bit>
+#include <cmath>
 #include <cstdint>
 
 #include "core/elementwise_math.h"
 
 namespace mantissa::math {
+
+// exp(x) for float without a library call, so `omp simd` loops vectorize it (glibc's
+// vector expf needs -ffast-math, and floorf does not vectorize without -fno-trapping-math).
+// Cephes' range reduction and polynomial: within 1 ulp of expf on [-87, 88.72]; 0 below,
+// +inf above, NaN kept. CUDA code uses __expf instead.
+MT_HOST_DEVICE float exp_fast(float x) {
+  float xc = x < -87.0f ? -87.0f : x;
+  xc = xc > 88.72f ? 88.72f : xc;
+  // n = round(xc * log2(e)) by adding 1.5 * 2^23: plain float adds, no conversion calls.
+  const float shifted = xc * 1.44269504088896341f + 12582912.0f;
+  const float n = shifted - 12582912.0f;
+#if defined(__CUDA_ARCH__)
+  const int32_t ni = __float_as_int(shifted) - 0x4B400000;
+#else
+  const int32_t ni = std::bit_cast<int32_t>(shifted) - 0x4B400000;
+#endif
+  const float r = xc - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * r * r + r + 1.0f;
+  // Scale by 2^n in two halves so that n = 128 (x near 88.72) stays finite.
+#if defined(__CUDA_ARCH__)
+  const float half_scale = __int_as_float((ni + 126) << 23);
+#else
+  const float half_scale = std::bit_cast<float>((ni + 126) << 23);
+#endif
+  const float v = y * half_scale * 2.0f;
+  return x != x ? x : (x < -87.0f ? 0.0f : (x > 88.72f ? INFINITY : v));
+}
+
+// exp in the accumulation type of the nn kernels: the vectorizable float version, libm for double.
+MT_HOST_DEVICE float exp_acc(float x) { return exp_fast(x); }
+MT_HOST_DEVICE double exp_acc(double x) { return std::exp(x); }
 
 // Adaptive pooling: output cell o of `out` covers input [start, end) of `in`.
 MT_HOST_DEVICE int64_t adaptive_start(int64_t o, int64_t in, int64_t out) { return (o * in) / out; }
@@ -18,8 +57,8 @@ struct AvgWindow {
   int64_t h0, h1, w0, w1;
   int64_t divisor;  // 0 when the window holds no input element
 };
-MT_HOST_DEVICE AvgWindow avg_window(int64_t oh, int64_t ow, int64_t H, int64_t W, int64_t KH, int64_t KW,
-                                    int64_t SH, int64_t SW, int64_t PH, int64_t PW, bool count_include_pad,
+MT_HOST_DEVICE AvgWindow avg_window(int64_t oh, int64_t ow, int64_t H, int64_t W, int64_t KH, int64_t KW, int64_t SH,
+                                    int64_t SW, int64_t PH, int64_t PW, bool count_include_pad,
                                     int64_t divisor_override) {
   int64_t h0 = oh * SH - PH, w0 = ow * SW - PW;
   int64_t h1 = h0 + KH < H + PH ? h0 + KH : H + PH;

@@ -17,9 +17,7 @@ Tensor SiLU::forward(const Tensor& x) { return silu(x); }
 Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
 Tensor Sigmoid::forward(const Tensor& x) { return sigmoid(x); }
 
-Dropout::Dropout(double p_) : p(p_) {
-  MT_CHECK(p >= 0 && p <= 1, "Dropout", "probability must be in [0, 1], got ", p);
-}
+Dropout::Dropout(double p_) : p(p_) { MT_CHECK(p >= 0 && p <= 1, "Dropout", "probability must be in [0, 1], got ", p); }
 Tensor Dropout::forward(const Tensor& x) { return functional::dropout(x, p, is_training()); }
 std::string Dropout::extra_repr() const { return mantissa::detail::concat("p=", p); }
 

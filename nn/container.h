@@ -35,8 +35,10 @@ class ModuleContainer : public Module {
       register_module(name, std::shared_ptr<typename D::element_type>(m));
     } else {
       static_assert(std::is_base_of_v<Module, D>, "push_back: expected a module or a std::shared_ptr to one");
-      if constexpr (std::is_lvalue_reference_v<M>) register_module(name, m);
-      else register_module(name, std::make_shared<D>(std::move(m)));
+      if constexpr (std::is_lvalue_reference_v<M>)
+        register_module(name, m);
+      else
+        register_module(name, std::make_shared<D>(std::move(m)));
     }
   }
   size_t size() const { return named_children().size(); }
@@ -62,8 +64,8 @@ class Sequential : public ModuleContainer {
  public:
   Sequential() = default;
   template <typename... Ms>
-    requires(sizeof...(Ms) > 0 && !(sizeof...(Ms) == 1 && (std::is_same_v<std::remove_cvref_t<Ms>, Sequential> && ...)))
-  explicit Sequential(Ms&&... ms) {
+  requires(sizeof...(Ms) > 0 && !(sizeof...(Ms) == 1 && (std::is_same_v<std::remove_cvref_t<Ms>, Sequential> &&
+                                                         ...))) explicit Sequential(Ms&&... ms) {
     (push_back(std::forward<Ms>(ms)), ...);
   }
   Tensor forward(const Tensor& x) override;
@@ -78,8 +80,8 @@ class ModuleList : public ModuleContainer {
  public:
   ModuleList() = default;
   template <typename... Ms>
-    requires(sizeof...(Ms) > 0 && !(sizeof...(Ms) == 1 && (std::is_same_v<std::remove_cvref_t<Ms>, ModuleList> && ...)))
-  explicit ModuleList(Ms&&... ms) {
+  requires(sizeof...(Ms) > 0 && !(sizeof...(Ms) == 1 && (std::is_same_v<std::remove_cvref_t<Ms>, ModuleList> &&
+                                                         ...))) explicit ModuleList(Ms&&... ms) {
     (push_back(std::forward<Ms>(ms)), ...);
   }
 };

@@ -27,9 +27,9 @@ void Conv2d::reset_parameters() {
 }
 
 Tensor Conv2d::forward(const Tensor& x) {
-  return functional::conv2d(x, weight, bias,
-                            {.stride = options.stride, .padding = options.padding, .dilation = options.dilation,
-                             .groups = options.groups});
+  return functional::conv2d(
+      x, weight, bias,
+      {.stride = options.stride, .padding = options.padding, .dilation = options.dilation, .groups = options.groups});
 }
 
 std::string Conv2d::extra_repr() const {

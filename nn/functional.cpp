@@ -12,9 +12,12 @@ std::ostream& operator<<(std::ostream& os, const Size2& s) { return os << "(" <<
 
 const char* reduction_name(Reduction r) {
   switch (r) {
-    case Reduction::None: return "none";
-    case Reduction::Mean: return "mean";
-    case Reduction::Sum: return "sum";
+    case Reduction::None:
+      return "none";
+    case Reduction::Mean:
+      return "mean";
+    case Reduction::Sum:
+      return "sum";
   }
   return "?";
 }
@@ -33,8 +36,8 @@ Tensor linear(const Tensor& x0, const Tensor& w0, const Tensor& b0) {
   MT_CHECK(w.dim() == 2, "linear", "weight must be 2-D [out_features, in_features], got ", describe({w}));
   MT_CHECK(x.dim() >= 1 && x.size(-1) == w.size(1), "linear", "input ", describe({x}),
            " does not end in in_features = ", w.size(1), " of weight ", describe({w}));
-  MT_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == w.size(0)), "linear", "bias must be [", w.size(0),
-           "], got ", describe({b}));
+  MT_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == w.size(0)), "linear", "bias must be [", w.size(0), "], got ",
+           describe({b}));
   MT_CHECK(is_floating(x.dtype()) && x.dtype() == w.dtype() && (!b.defined() || b.dtype() == x.dtype()), "linear",
            "input, weight and bias must share one floating dtype, got ", describe({x, w, b}));
   const int64_t K = w.size(1), N = w.size(0), M = shape_numel(Shape(x.sizes().begin(), x.sizes().end() - 1));

@@ -112,7 +112,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 
 // --- losses (fp32 under autocast) ---
 struct CrossEntropyOptions {
-  Tensor weight;              // [C] class weights, or undefined
+  Tensor weight{};  // [C] class weights, or undefined
   int64_t ignore_index = -100;
   Reduction reduction = Reduction::Mean;
   double label_smoothing = 0.0;
@@ -123,7 +123,7 @@ struct CrossEntropyOptions {
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& opts = {});
 
 struct NllLossOptions {
-  Tensor weight;
+  Tensor weight{};
   int64_t ignore_index = -100;
   Reduction reduction = Reduction::Mean;
 };
@@ -134,8 +134,8 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions&
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
 
 struct BceWithLogitsOptions {
-  Tensor weight;      // broadcast to the input
-  Tensor pos_weight;  // weight of positive examples, broadcast along the last dim
+  Tensor weight{};      // broadcast to the input
+  Tensor pos_weight{};  // weight of positive examples, broadcast along the last dim
   Reduction reduction = Reduction::Mean;
 };
 // Sigmoid + binary cross-entropy in one numerically stable op; target has the input's shape.

@@ -47,16 +47,14 @@ Tensor fold_impl(const Tensor& cols, const Conv2dGeometry& g);
 Tensor unfold_impl(const Tensor& x, const Conv2dGeometry& g) {
   Tensor cols = make_tensor({g.N, g.C * g.KH * g.KW, g.OH * g.OW}, x.dtype(), x.device());
   if (cols.numel()) kernel(x, "unfold", &NnKernels::im2col)(launch::contiguous(x), cols, g);
-  if (needs_grad({x}))
-    record("unfold", {x}, cols, [g](const Tensor& gc, auto&) { return Grads{fold_impl(gc, g)}; });
+  if (needs_grad({x})) record("unfold", {x}, cols, [g](const Tensor& gc, auto&) { return Grads{fold_impl(gc, g)}; });
   return cols;
 }
 
 Tensor fold_impl(const Tensor& cols, const Conv2dGeometry& g) {
   Tensor x = make_tensor({g.N, g.C, g.H, g.W}, cols.dtype(), cols.device());
   if (x.numel()) kernel(cols, "fold", &NnKernels::col2im)(launch::contiguous(cols), x, g);
-  if (needs_grad({cols}))
-    record("fold", {cols}, x, [g](const Tensor& gx, auto&) { return Grads{unfold_impl(gx, g)}; });
+  if (needs_grad({cols})) record("fold", {cols}, x, [g](const Tensor& gx, auto&) { return Grads{unfold_impl(gx, g)}; });
   return x;
 }
 
@@ -114,16 +112,15 @@ Tensor conv2d(const Tensor& x0, const Tensor& w0, const Tensor& b0, const Conv2d
   bool unbatched;
   Tensor x = batched("conv2d", in[0], unbatched);
   const Tensor &w = in[1], &b = in[2];
-  MT_CHECK(w.defined() && w.dim() == 4, "conv2d", "weight must be 4-D [Cout, C / groups, KH, KW], got ",
-           describe({w}));
+  MT_CHECK(w.defined() && w.dim() == 4, "conv2d", "weight must be 4-D [Cout, C / groups, KH, KW], got ", describe({w}));
   launch::check_same_device("conv2d", {x, w, b});
   MT_CHECK(x.dtype() == w.dtype() && (!b.defined() || b.dtype() == x.dtype()), "conv2d",
            "input, weight and bias must share one dtype, got ", describe({x, w, b}));
   MT_CHECK(o.groups >= 1, "conv2d", "groups must be >= 1, got ", o.groups);
   const int64_t Cout = w.size(0);
-  MT_CHECK(Cout % o.groups == 0 && w.size(1) * o.groups == x.size(1), "conv2d", "input ", describe({x}),
-           " and weight ", describe({w}), " do not match with groups = ", o.groups, " (expected ",
-           w.size(1) * o.groups, " input channels and Cout divisible by groups)");
+  MT_CHECK(Cout % o.groups == 0 && w.size(1) * o.groups == x.size(1), "conv2d", "input ", describe({x}), " and weight ",
+           describe({w}), " do not match with groups = ", o.groups, " (expected ", w.size(1) * o.groups,
+           " input channels and Cout divisible by groups)");
   MT_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == Cout), "conv2d", "bias must be [", Cout, "], got ",
            describe({b}));
   Conv2dGeometry g = geometry("conv2d", x.sizes(), {w.size(2), w.size(3)}, o.stride, o.padding, o.dilation);

@@ -12,9 +12,12 @@ namespace {
 
 Tensor reduce(const Tensor& l, Reduction r) {
   switch (r) {
-    case Reduction::None: return l;
-    case Reduction::Sum: return sum(l);
-    case Reduction::Mean: return mean(l);
+    case Reduction::None:
+      return l;
+    case Reduction::Sum:
+      return sum(l);
+    case Reduction::Mean:
+      return mean(l);
   }
   return l;
 }
@@ -102,35 +105,35 @@ Tensor cross_entropy(const Tensor& input0, const Tensor& target, const CrossEntr
     if (y.dtype() != x.dtype()) y = y.to(x.dtype());
   }
   if (needs_grad({x})) {
-    record("cross_entropy", {x}, y,
-           [sx = SavedTensor(x), slogits = SavedTensor(logits), tgt, wA, lse, denom, o, C, M, A](const Tensor& g,
-                                                                                                 auto&) {
-             const Reduction r = o.reduction;
-             Tensor grow = r == Reduction::None ? g.reshape({M}).to(A)
-                                                : (r == Reduction::Sum ? g.to(A) : g.to(A) / denom).expand({M});
-             Tensor x = sx.unpack();
-             const double s = o.label_smoothing;
-             if (GradMode::is_enabled()) {
-               // The same gradient with differentiable ops (create_graph).
-               Tensor valid = tgt != o.ignore_index;
-               Tensor safe = where(valid, tgt, zeros_like(tgt));
-               Tensor wt = wA.defined() ? index_select(wA, 0, safe) : ones({M}, {.dtype = A, .device = x.device()});
-               const double wsum = wA.defined() ? wA.sum().item<double>() : double(C);
-               Tensor target_term = (wt * (1 - s)).unsqueeze(1);
-               Tensor a = target_term + s / double(C) * wsum;
-               Tensor smooth = wA.defined() ? (wA * (s / double(C))).unsqueeze(0)
-                                            : full({1, C}, s / double(C), {.dtype = A, .device = x.device()});
-               Tensor p = softmax(as_rows(x, C), 1);
-               Tensor onehot = one_hot(safe, C).to(A);
-               Tensor rows = (grow * valid.to(A)).unsqueeze(1) * (p * a - target_term * onehot - smooth);
-               return Grads{from_rows(rows, x.sizes()).to(x.dtype())};
-             }
-             Tensor logits = slogits.unpack();
-             Tensor glog = make_tensor({M, C}, logits.dtype(), logits.device());
-             kernel(logits, "cross_entropy", &NnKernels::cross_entropy_backward)(
-                 launch::contiguous(grow), logits, tgt, wA, lse, o.ignore_index, s, glog);
-             return Grads{from_rows(glog, x.sizes())};
-           });
+    record(
+        "cross_entropy", {x}, y,
+        [sx = SavedTensor(x), slogits = SavedTensor(logits), tgt, wA, lse, denom, o, C, M, A](const Tensor& g, auto&) {
+          const Reduction r = o.reduction;
+          Tensor grow = r == Reduction::None ? g.reshape({M}).to(A)
+                                             : (r == Reduction::Sum ? g.to(A) : g.to(A) / denom).expand({M});
+          Tensor x = sx.unpack();
+          const double s = o.label_smoothing;
+          if (GradMode::is_enabled()) {
+            // The same gradient with differentiable ops (create_graph).
+            Tensor valid = tgt != o.ignore_index;
+            Tensor safe = where(valid, tgt, zeros_like(tgt));
+            Tensor wt = wA.defined() ? index_select(wA, 0, safe) : ones({M}, {.dtype = A, .device = x.device()});
+            const double wsum = wA.defined() ? wA.sum().item<double>() : double(C);
+            Tensor target_term = (wt * (1 - s)).unsqueeze(1);
+            Tensor a = target_term + s / double(C) * wsum;
+            Tensor smooth = wA.defined() ? (wA * (s / double(C))).unsqueeze(0)
+                                         : full({1, C}, s / double(C), {.dtype = A, .device = x.device()});
+            Tensor p = softmax(as_rows(x, C), 1);
+            Tensor onehot = one_hot(safe, C).to(A);
+            Tensor rows = (grow * valid.to(A)).unsqueeze(1) * (p * a - target_term * onehot - smooth);
+            return Grads{from_rows(rows, x.sizes()).to(x.dtype())};
+          }
+          Tensor logits = slogits.unpack();
+          Tensor glog = make_tensor({M, C}, logits.dtype(), logits.device());
+          kernel(logits, "cross_entropy", &NnKernels::cross_entropy_backward)(launch::contiguous(grow), logits, tgt, wA,
+                                                                              lse, o.ignore_index, s, glog);
+          return Grads{from_rows(glog, x.sizes())};
+        });
   }
   return y;
 }
@@ -194,8 +197,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input0, const Tensor& targ
     if (w.defined()) loss = loss * w;
     if (loss.sizes() != x.sizes()) loss = loss.contiguous();
   }
-  MT_CHECK(loss.sizes() == x.sizes(), op, "weight or pos_weight would broadcast the loss beyond the input: ",
-           describe({x, w, pw}));
+  MT_CHECK(loss.sizes() == x.sizes(), op,
+           "weight or pos_weight would broadcast the loss beyond the input: ", describe({x, w, pw}));
   if (needs_grad({x, y, w, pw})) {
     record(op, {x, y, w, pw}, loss,
            [sx = SavedTensor(x), sy = SavedTensor(y), sw = SavedTensor(w), spw = SavedTensor(pw), softplus_neg](

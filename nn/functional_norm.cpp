@@ -28,8 +28,8 @@ Shape dims_except(int64_t n, int64_t keep) {
 // Normalization backward with differentiable ops: xhat and rstd are recomputed from x
 // (training) or taken from the constant statistics (batch norm in eval mode).
 Grads norm_backward_composite(const Tensor& gy, const Tensor& xhat, const Tensor& rstd, const Tensor& w_b,
-                              const Shape& norm_dims, const Shape& param_dims, const Shape& param_shape,
-                              bool centred, const std::vector<bool>& need) {
+                              const Shape& norm_dims, const Shape& param_dims, const Shape& param_shape, bool centred,
+                              const std::vector<bool>& need) {
   Tensor g = w_b.defined() ? gy * w_b : gy;
   Tensor gx, gw, gb;
   if (need[0]) {
@@ -52,8 +52,8 @@ Tensor batch_norm(const Tensor& x0, const Tensor& running_mean, const Tensor& ru
            describe({x}));
   MT_CHECK(is_floating(x.dtype()), "batch_norm", "expected a floating-point input, got ", describe({x}));
   const int64_t C = x.size(1);
-  for (auto [t, what] : {std::pair{w, "weight"}, {b, "bias"}, {running_mean, "running_mean"},
-                         {running_var, "running_var"}})
+  for (auto [t, what] :
+       {std::pair{w, "weight"}, {b, "bias"}, {running_mean, "running_mean"}, {running_var, "running_var"}})
     MT_CHECK(!t.defined() || (t.dim() == 1 && t.size(0) == C && is_floating(t.dtype())), "batch_norm", what,
              " must be a floating [", C, "] tensor for input ", describe({x}), ", got ", describe({t}));
   MT_CHECK(running_mean.defined() == running_var.defined(), "batch_norm",
@@ -96,41 +96,41 @@ Tensor batch_norm(const Tensor& x0, const Tensor& running_mean, const Tensor& ru
     kernel(x, "batch_norm", &NnKernels::batch_norm_apply)(xc, launch::contiguous(scale), launch::contiguous(shift), y);
   }
   if (needs_grad({x, w, b})) {
-    record("batch_norm", {x, w, b}, y,
-           [sx = SavedTensor(x), sw = SavedTensor(w), bmean, invstd, training, eps, C, A](const Tensor& gy, auto& need) {
-             Tensor x = sx.unpack(), w = sw.unpack();
-             if (GradMode::is_enabled()) {
-               Shape bshape(size_t(x.dim()), 1);
-               bshape[1] = C;
-               Shape dims = dims_except(x.dim(), 1);
-               Tensor xhat, rstd;
-               if (training) {
-                 Tensor xm = x - mean(x, dims, true).to(x.dtype());
-                 rstd = rsqrt(mean(xm * xm, dims, true) + eps).to(x.dtype());
-                 xhat = xm * rstd;
-               } else {
-                 rstd = invstd.to(x.dtype()).reshape(bshape);
-                 xhat = (x - bmean.to(x.dtype()).reshape(bshape)) * rstd;
-               }
-               Tensor wb = w.defined() ? w.to(x.dtype()).reshape(bshape) : Tensor();
-               Grads gr = norm_backward_composite(gy, xhat, rstd, wb, dims, dims, {C}, training, need);
-               if (w.defined()) {
-                 if (gr[1].defined()) gr[1] = gr[1].to(w.dtype());
-                 if (gr[2].defined()) gr[2] = gr[2].to(w.dtype());
-               }
-               return gr;
-             }
-             Tensor gx = need[0] ? make_tensor(x.sizes(), x.dtype(), x.device()) : Tensor();
-             Tensor gw = need[1] ? make_tensor({C}, A, x.device()) : Tensor();
-             Tensor gb = need[2] ? make_tensor({C}, A, x.device()) : Tensor();
-             Tensor wA = w.defined() ? plain(w, A) : ones({C}, {.dtype = A, .device = x.device()});
-             kernel(x, "batch_norm", &NnKernels::batch_norm_backward)(launch::cast(gy, x.dtype()),
-                                                                      launch::contiguous(x), bmean, invstd, wA,
-                                                                      training, gx, gw, gb);
-             if (gw.defined()) gw = gw.to(w.dtype());
-             if (gb.defined()) gb = gb.to(w.dtype());
-             return Grads{gx, gw, gb};
-           });
+    record(
+        "batch_norm", {x, w, b}, y,
+        [sx = SavedTensor(x), sw = SavedTensor(w), bmean, invstd, training, eps, C, A](const Tensor& gy, auto& need) {
+          Tensor x = sx.unpack(), w = sw.unpack();
+          if (GradMode::is_enabled()) {
+            Shape bshape(size_t(x.dim()), 1);
+            bshape[1] = C;
+            Shape dims = dims_except(x.dim(), 1);
+            Tensor xhat, rstd;
+            if (training) {
+              Tensor xm = x - mean(x, dims, true).to(x.dtype());
+              rstd = rsqrt(mean(xm * xm, dims, true) + eps).to(x.dtype());
+              xhat = xm * rstd;
+            } else {
+              rstd = invstd.to(x.dtype()).reshape(bshape);
+              xhat = (x - bmean.to(x.dtype()).reshape(bshape)) * rstd;
+            }
+            Tensor wb = w.defined() ? w.to(x.dtype()).reshape(bshape) : Tensor();
+            Grads gr = norm_backward_composite(gy, xhat, rstd, wb, dims, dims, {C}, training, need);
+            if (w.defined()) {
+              if (gr[1].defined()) gr[1] = gr[1].to(w.dtype());
+              if (gr[2].defined()) gr[2] = gr[2].to(w.dtype());
+            }
+            return gr;
+          }
+          Tensor gx = need[0] ? make_tensor(x.sizes(), x.dtype(), x.device()) : Tensor();
+          Tensor gw = need[1] ? make_tensor({C}, A, x.device()) : Tensor();
+          Tensor gb = need[2] ? make_tensor({C}, A, x.device()) : Tensor();
+          Tensor wA = w.defined() ? plain(w, A) : ones({C}, {.dtype = A, .device = x.device()});
+          kernel(x, "batch_norm", &NnKernels::batch_norm_backward)(launch::cast(gy, x.dtype()), launch::contiguous(x),
+                                                                   bmean, invstd, wA, training, gx, gw, gb);
+          if (gw.defined()) gw = gw.to(w.dtype());
+          if (gb.defined()) gb = gb.to(w.dtype());
+          return Grads{gx, gw, gb};
+        });
   }
   return y;
 }
@@ -139,8 +139,7 @@ Tensor layer_norm(const Tensor& x0, const Shape& normalized_shape, const Tensor&
   auto in = amp::autocast_many("layer_norm", {x0, w0, b0});
   const Tensor &x = in[0], &w = in[1], &b = in[2];
   const int64_t k = int64_t(normalized_shape.size());
-  MT_CHECK(x.defined() && k >= 1 && x.dim() >= k &&
-               Shape(x.sizes().end() - k, x.sizes().end()) == normalized_shape,
+  MT_CHECK(x.defined() && k >= 1 && x.dim() >= k && Shape(x.sizes().end() - k, x.sizes().end()) == normalized_shape,
            "layer_norm", "input ", describe({x}), " does not end in normalized_shape ", shape_str(normalized_shape));
   MT_CHECK(is_floating(x.dtype()), "layer_norm", "expected a floating-point input, got ", describe({x}));
   for (auto [t, what] : {std::pair{w, "weight"}, {b, "bias"}})
@@ -153,8 +152,8 @@ Tensor layer_norm(const Tensor& x0, const Shape& normalized_shape, const Tensor&
   Tensor xc = launch::contiguous(x);
   Tensor y = make_tensor(x.sizes(), x.dtype(), x.device());
   Tensor mu = make_tensor({M}, A, x.device()), rstd = make_tensor({M}, A, x.device());
-  kernel(x, "layer_norm", &NnKernels::layer_norm)(make_view(xc, {M, n}, {n, 1}, xc.offset()), plain(w, A),
-                                                  plain(b, A), eps, make_view(y, {M, n}, {n, 1}, 0), mu, rstd);
+  kernel(x, "layer_norm", &NnKernels::layer_norm)(make_view(xc, {M, n}, {n, 1}, xc.offset()), plain(w, A), plain(b, A),
+                                                  eps, make_view(y, {M, n}, {n, 1}, 0), mu, rstd);
   if (needs_grad({x, w, b})) {
     record("layer_norm", {x, w, b}, y,
            [sx = SavedTensor(x), sw = SavedTensor(w), mu, rstd, normalized_shape, eps, M, n, A, k](const Tensor& gy,
@@ -167,7 +166,8 @@ Tensor layer_norm(const Tensor& x0, const Shape& normalized_shape, const Tensor&
                Tensor xm = x - mean(x, norm_dims, true).to(x.dtype());
                Tensor r = rsqrt(mean(xm * xm, norm_dims, true) + eps).to(x.dtype());
                Tensor wb = w.defined() ? w.to(x.dtype()) : Tensor();
-               Grads gr = norm_backward_composite(gy, xm * r, r, wb, norm_dims, lead_dims, normalized_shape, true, need);
+               Grads gr =
+                   norm_backward_composite(gy, xm * r, r, wb, norm_dims, lead_dims, normalized_shape, true, need);
                for (size_t i = 1; i < 3; ++i)
                  if (gr[i].defined()) gr[i] = gr[i].to(wt);
                return gr;
@@ -178,8 +178,8 @@ Tensor layer_norm(const Tensor& x0, const Shape& normalized_shape, const Tensor&
              Tensor gb = need[2] ? make_tensor({n}, A, x.device()) : Tensor();
              Tensor gyc = launch::cast(gy, x.dtype());
              kernel(x, "layer_norm", &NnKernels::layer_norm_backward)(
-                 make_view(gyc, {M, n}, {n, 1}, gyc.offset()), make_view(xc, {M, n}, {n, 1}, xc.offset()), mu,
-                 rstd, plain(w, A), gx.defined() ? make_view(gx, {M, n}, {n, 1}, 0) : gx, gw, gb);
+                 make_view(gyc, {M, n}, {n, 1}, gyc.offset()), make_view(xc, {M, n}, {n, 1}, xc.offset()), mu, rstd,
+                 plain(w, A), gx.defined() ? make_view(gx, {M, n}, {n, 1}, 0) : gx, gw, gb);
              if (gw.defined()) gw = gw.reshape(normalized_shape).to(wt);
              if (gb.defined()) gb = gb.reshape(normalized_shape).to(wt);
              return Grads{gx, gw, gb};

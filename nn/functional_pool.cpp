@@ -20,14 +20,14 @@ Tensor batched(const char* op, const Tensor& x, bool& unbatched) {
   return unbatched ? x.unsqueeze(0) : x;
 }
 
-Pool2dGeometry pool_geometry(const char* op, const Tensor& x, Size2 kernel, Size2 stride, Size2 padding,
-                             Size2 dilation, bool ceil_mode) {
+Pool2dGeometry pool_geometry(const char* op, const Tensor& x, Size2 kernel, Size2 stride, Size2 padding, Size2 dilation,
+                             bool ceil_mode) {
   if (stride == Size2(0)) stride = kernel;
   MT_CHECK(kernel.h >= 1 && kernel.w >= 1, op, "kernel_size must be >= 1, got ", kernel);
   MT_CHECK(stride.h >= 1 && stride.w >= 1, op, "stride must be >= 1, got ", stride);
   MT_CHECK(dilation.h >= 1 && dilation.w >= 1, op, "dilation must be >= 1, got ", dilation);
-  MT_CHECK(padding.h >= 0 && padding.w >= 0 && 2 * padding.h <= kernel.h && 2 * padding.w <= kernel.w, op,
-           "padding ", padding, " must be non-negative and at most half of the kernel size ", kernel);
+  MT_CHECK(padding.h >= 0 && padding.w >= 0 && 2 * padding.h <= kernel.h && 2 * padding.w <= kernel.w, op, "padding ",
+           padding, " must be non-negative and at most half of the kernel size ", kernel);
   Pool2dGeometry g;
   g.N = x.size(0), g.C = x.size(1), g.H = x.size(2), g.W = x.size(3);
   g.KH = kernel.h, g.KW = kernel.w, g.SH = stride.h, g.SW = stride.w;
@@ -47,13 +47,14 @@ Tensor pool_apply(LinearPool kind, const Tensor& x, const Pool2dGeometry& g, boo
   Shape out = adjoint ? Shape{g.N, g.C, g.H, g.W} : Shape{g.N, g.C, g.OH, g.OW};
   Tensor y = make_tensor(out, x.dtype(), x.device());
   if (y.numel()) {
-    auto entry = kind == LinearPool::Avg ? (adjoint ? &NnKernels::avg_pool2d_backward : &NnKernels::avg_pool2d)
-                                         : (adjoint ? &NnKernels::adaptive_avg_pool2d_backward
-                                                    : &NnKernels::adaptive_avg_pool2d);
+    auto entry = kind == LinearPool::Avg
+                     ? (adjoint ? &NnKernels::avg_pool2d_backward : &NnKernels::avg_pool2d)
+                     : (adjoint ? &NnKernels::adaptive_avg_pool2d_backward : &NnKernels::adaptive_avg_pool2d);
     kernel(x, op, entry)(launch::contiguous(x), y, g);
   }
   if (needs_grad({x}))
-    record(op, {x}, y, [kind, g, adjoint](const Tensor& gy, auto&) { return Grads{pool_apply(kind, gy, g, !adjoint)}; });
+    record(op, {x}, y,
+           [kind, g, adjoint](const Tensor& gy, auto&) { return Grads{pool_apply(kind, gy, g, !adjoint)}; });
   return y;
 }
 

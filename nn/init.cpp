@@ -43,14 +43,18 @@ double calculate_gain(Nonlinearity nonlinearity, double param) {
   switch (nonlinearity) {
     case Nonlinearity::Linear:
     case Nonlinearity::Conv:
-    case Nonlinearity::Sigmoid: return 1.0;
-    case Nonlinearity::Tanh: return 5.0 / 3.0;
-    case Nonlinearity::ReLU: return std::sqrt(2.0);
+    case Nonlinearity::Sigmoid:
+      return 1.0;
+    case Nonlinearity::Tanh:
+      return 5.0 / 3.0;
+    case Nonlinearity::ReLU:
+      return std::sqrt(2.0);
     case Nonlinearity::LeakyReLU: {
       const double slope = param < 0 ? 0.01 : param;
       return std::sqrt(2.0 / (1 + slope * slope));
     }
-    case Nonlinearity::SELU: return 3.0 / 4.0;
+    case Nonlinearity::SELU:
+      return 3.0 / 4.0;
   }
   return 1.0;
 }

@@ -27,7 +27,7 @@ Tensor Linear::forward(const Tensor& x) { return functional::linear(x, weight, b
 
 std::string Linear::extra_repr() const {
   return mantissa::detail::concat("in_features=", in_features, ", out_features=", out_features,
-                        ", bias=", bias.defined() ? "true" : "false");
+                                  ", bias=", bias.defined() ? "true" : "false");
 }
 
 Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad)

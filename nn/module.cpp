@@ -127,7 +127,9 @@ Tensor Module::forward(const Tensor&) {
 void Module::check_new_name(const std::string& n, const char* what) const {
   MT_CHECK(!n.empty(), what, "the name must not be empty (in ", name(), ")");
   MT_CHECK(n.find('.') == std::string::npos, what, "the name '", n, "' must not contain '.' (in ", name(), ")");
-  auto taken = [&](const auto& v) { return std::any_of(v.begin(), v.end(), [&](const auto& s) { return s.name == n; }); };
+  auto taken = [&](const auto& v) {
+    return std::any_of(v.begin(), v.end(), [&](const auto& s) { return s.name == n; });
+  };
   MT_CHECK(!taken(params_) && !taken(buffers_) && !taken(children_), what, "'", n, "' is already registered in ",
            name());
 }
@@ -339,8 +341,10 @@ void Module::zero_grad(bool set_to_none) {
   for (const Tensor& p : parameters()) {
     auto* m = p.impl()->autograd.get();
     if (!m || !m->grad.defined()) continue;
-    if (set_to_none) m->grad = Tensor();
-    else m->grad.zero_();
+    if (set_to_none)
+      m->grad = Tensor();
+    else
+      m->grad.zero_();
   }
 }
 
@@ -416,9 +420,12 @@ std::string Module::name() const {
   int depth = 0;
   size_t start = 0;
   for (size_t i = 0; i < full.size(); ++i) {
-    if (full[i] == '<' || full[i] == '(') ++depth;
-    else if (full[i] == '>' || full[i] == ')') --depth;
-    else if (depth == 0 && full[i] == ':' && i + 1 < full.size() && full[i + 1] == ':') start = i + 2;
+    if (full[i] == '<' || full[i] == '(')
+      ++depth;
+    else if (full[i] == '>' || full[i] == ')')
+      --depth;
+    else if (depth == 0 && full[i] == ':' && i + 1 < full.size() && full[i + 1] == ':')
+      start = i + 2;
   }
   return full.substr(start);
 }
@@ -450,8 +457,10 @@ void Module::print(std::ostream& os, int indent) const {
   os << "\n";
   for (const Child& c : children_) {
     os << pad << "(" << c.name << "): ";
-    if (c.ptr) c.ptr->print(os, indent + 2);
-    else os << "<destroyed>";
+    if (c.ptr)
+      c.ptr->print(os, indent + 2);
+    else
+      os << "<destroyed>";
     os << "\n";
   }
   os << std::string(size_t(indent), ' ') << ")" << note;

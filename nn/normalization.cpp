@@ -58,8 +58,10 @@ Tensor BatchNorm::forward(const Tensor& x) {
 std::string BatchNorm::extra_repr() const {
   std::ostringstream os;
   os << num_features << ", eps=" << options.eps << ", momentum=";
-  if (options.momentum) os << *options.momentum;
-  else os << "None";
+  if (options.momentum)
+    os << *options.momentum;
+  else
+    os << "None";
   os << ", affine=" << (options.affine ? "true" : "false")
      << ", track_running_stats=" << (options.track_running_stats ? "true" : "false");
   return os.str();

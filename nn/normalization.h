@@ -26,12 +26,11 @@ class BatchNorm : public Module {
 
   int64_t num_features;
   BatchNormOptions options;
-  Tensor weight, bias;                                      // [C], undefined unless affine
-  Tensor running_mean, running_var, num_batches_tracked;    // undefined unless tracked
+  Tensor weight, bias;                                    // [C], undefined unless affine
+  Tensor running_mean, running_var, num_batches_tracked;  // undefined unless tracked
 
  protected:
-  BatchNorm(int64_t num_features, const BatchNormOptions& options, const char* name, int64_t min_dim,
-            int64_t max_dim);
+  BatchNorm(int64_t num_features, const BatchNormOptions& options, const char* name, int64_t min_dim, int64_t max_dim);
 
  private:
   const char* layer_name_;
@@ -68,8 +67,7 @@ struct LayerNormOptions {
 class LayerNorm : public Module {
  public:
   LayerNorm(Shape normalized_shape, const LayerNormOptions& options = {});
-  explicit LayerNorm(int64_t features, const LayerNormOptions& options = {})
-      : LayerNorm(Shape{features}, options) {}
+  explicit LayerNorm(int64_t features, const LayerNormOptions& options = {}) : LayerNorm(Shape{features}, options) {}
   Tensor forward(const Tensor& x) override;
   void reset_parameters();
   std::string extra_repr() const override;

@@ -26,9 +26,9 @@ struct ConvNet : nn::Module {
   nn::BatchNorm1d norm{6};
   nn::Linear head{6, 3};
   ConvNet() {
-    features = register_module("features", std::make_shared<nn::Sequential>(nn::Conv2d(1, 2, 3, {.padding = 1}),
-                                                                             nn::ReLU(), nn::MaxPool2d(2),
-                                                                             nn::Flatten()));
+    features =
+        register_module("features", std::make_shared<nn::Sequential>(nn::Conv2d(1, 2, 3, {.padding = 1}), nn::ReLU(),
+                                                                     nn::MaxPool2d(2), nn::Flatten()));
     register_module("norm", norm);
     register_module("head", head);
   }
@@ -68,8 +68,8 @@ double var_of(const std::vector<float>& v) {
 TEST(Module, RegistrationAndDottedNames) {
   ConvNet net;
   EXPECT_EQ(names(net.named_parameters()),
-            (std::vector<std::string>{"features.0.weight", "features.0.bias", "norm.weight", "norm.bias",
-                                      "head.weight", "head.bias"}));
+            (std::vector<std::string>{"features.0.weight", "features.0.bias", "norm.weight", "norm.bias", "head.weight",
+                                      "head.bias"}));
   EXPECT_EQ(names(net.named_buffers()),
             (std::vector<std::string>{"norm.running_mean", "norm.running_var", "norm.num_batches_tracked"}));
   EXPECT_EQ(net.parameters().size(), 6u);
@@ -148,7 +148,10 @@ TEST(Module, DestroyedReferencedChildIsDetected) {
   EXPECT_NE(error_of([&] { seq.parameters(); }).find("has been destroyed"), std::string::npos);
   // And a parent destroyed first leaves its referenced child untouched.
   nn::Linear keep(2, 2);
-  { nn::Sequential s2; s2.push_back(keep); }
+  {
+    nn::Sequential s2;
+    s2.push_back(keep);
+  }
   nn::Linear moved(std::move(keep));
   EXPECT_EQ(moved.parameters().size(), 2u);
 }
@@ -307,17 +310,18 @@ TEST(Module, Printing) {
   ConvNet net;
   std::ostringstream os;
   os << net;
-  EXPECT_EQ(os.str(),
-            "ConvNet(\n"
-            "  (features): Sequential(\n"
-            "    (0): Conv2d(1, 2, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1))  # 20 parameters\n"
-            "    (1): ReLU()\n"
-            "    (2): MaxPool2d(kernel_size=(2, 2), stride=(2, 2), padding=(0, 0), dilation=(1, 1), ceil_mode=false)\n"
-            "    (3): Flatten(start_dim=1, end_dim=-1)\n"
-            "  )  # 20 parameters\n"
-            "  (norm): BatchNorm1d(6, eps=1e-05, momentum=0.1, affine=true, track_running_stats=true)  # 12 parameters\n"
-            "  (head): Linear(in_features=6, out_features=3, bias=true)  # 21 parameters\n"
-            ")  # 53 parameters");
+  EXPECT_EQ(
+      os.str(),
+      "ConvNet(\n"
+      "  (features): Sequential(\n"
+      "    (0): Conv2d(1, 2, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1))  # 20 parameters\n"
+      "    (1): ReLU()\n"
+      "    (2): MaxPool2d(kernel_size=(2, 2), stride=(2, 2), padding=(0, 0), dilation=(1, 1), ceil_mode=false)\n"
+      "    (3): Flatten(start_dim=1, end_dim=-1)\n"
+      "  )  # 20 parameters\n"
+      "  (norm): BatchNorm1d(6, eps=1e-05, momentum=0.1, affine=true, track_running_stats=true)  # 12 parameters\n"
+      "  (head): Linear(in_features=6, out_features=3, bias=true)  # 21 parameters\n"
+      ")  # 53 parameters");
   nn::LayerNorm ln(8, {.elementwise_affine = false});
   EXPECT_EQ(ln.str(), "LayerNorm((8,), eps=1e-05, elementwise_affine=false)");
   EXPECT_EQ(nn::Embedding(1000, 64, 0).str(), "Embedding(1000, 64, padding_idx=0)  # 64,000 parameters");
@@ -363,23 +367,32 @@ TEST(Layers, ErrorsNameOpShapesAndDtypes) {
   auto has = [](const std::string& err, std::initializer_list<const char*> parts) {
     for (const char* p : parts) EXPECT_NE(err.find(p), std::string::npos) << "'" << p << "' not in: " << err;
   };
-  has(error_of([] { F::conv2d(mt::zeros({1, 3, 5, 5}), mt::zeros({4, 2, 3, 3})); }),
+  has(error_of([] {
+        F::conv2d(mt::zeros({1, 3, 5, 5}), mt::zeros({4, 2, 3, 3}));
+      }),
       {"conv2d", "[1, 3, 5, 5]", "[4, 2, 3, 3]", "float32"});
   has(error_of([] { F::conv2d(mt::zeros({1, 1, 2, 2}), mt::zeros({1, 1, 3, 3})); }), {"conv2d", "too small"});
-  has(error_of([] { F::conv2d(mt::zeros({1, 2, 5, 5}), mt::zeros({1, 2, 3, 3}, {.dtype = mt::kFloat64})); }),
+  has(error_of([] {
+        F::conv2d(mt::zeros({1, 2, 5, 5}), mt::zeros({1, 2, 3, 3}, {.dtype = mt::kFloat64}));
+      }),
       {"conv2d", "float64", "float32"});
   has(error_of([] { F::linear(mt::zeros({2, 5}), mt::zeros({3, 4})); }), {"linear", "[2, 5]", "[3, 4]"});
-  has(error_of([] { F::cross_entropy(mt::zeros({2, 3}), mt::from_vector<int64_t>({0, 3}, {2}, {.dtype = mt::kInt64})); }),
+  has(error_of([] {
+        F::cross_entropy(mt::zeros({2, 3}), mt::from_vector<int64_t>({0, 3}, {2}, {.dtype = mt::kInt64}));
+      }),
       {"cross_entropy", "target 3", "3 classes"});
-  has(error_of([] { F::cross_entropy(mt::zeros({2, 3}), mt::zeros({2, 3})); }),
-      {"cross_entropy", "class-probability"});
-  has(error_of([] { F::nll_loss(mt::zeros({2, 3}), mt::from_vector<int64_t>({0}, {1}, {.dtype = mt::kInt64})); }),
+  has(error_of([] { F::cross_entropy(mt::zeros({2, 3}), mt::zeros({2, 3})); }), {"cross_entropy", "class-probability"});
+  has(error_of([] {
+        F::nll_loss(mt::zeros({2, 3}), mt::from_vector<int64_t>({0}, {1}, {.dtype = mt::kInt64}));
+      }),
       {"nll_loss", "[1]", "[2, 3]"});
   has(error_of([] { F::mse_loss(mt::zeros({2, 1}), mt::zeros({2})); }), {"mse_loss", "[2, 1]", "[2]"});
   has(error_of([] { F::layer_norm(mt::zeros({2, 3}), {4}); }), {"layer_norm", "[2, 3]", "[4]"});
   has(error_of([] { F::batch_norm(mt::zeros({1, 3}), {}, {}, {}, {}, true); }), {"batch_norm", "more than 1 value"});
   has(error_of([] { F::max_pool2d(mt::zeros({1, 1, 4, 4}), 2, {.padding = 2}); }), {"max_pool2d", "half"});
-  has(error_of([] { F::embedding(mt::from_vector<int64_t>({7}, {1}, {.dtype = mt::kInt64}), mt::zeros({5, 2})); }),
+  has(error_of([] {
+        F::embedding(mt::from_vector<int64_t>({7}, {1}, {.dtype = mt::kInt64}), mt::zeros({5, 2}));
+      }),
       {"embedding", "index 7", "5 rows"});
   has(error_of([] { F::dropout(mt::zeros({2}), 1.5); }), {"dropout", "1.5"});
 }
@@ -415,7 +428,8 @@ TEST(Layers, HalfAndBFloat16KernelsMatchFloat) {
     mt::Tensor y = F::conv2d(x.to(t), w.to(t), b.to(t), {.padding = 1, .groups = 2});
     EXPECT_EQ(y.dtype(), t);
     std::vector<float> a = y.to_vector<float>(), r = ref.to_vector<float>();
-    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], r[i], (t == mt::kHalf ? 0.02 : 0.15) * (1 + std::fabs(r[i])));
+    for (size_t i = 0; i < a.size(); ++i)
+      ASSERT_NEAR(a[i], r[i], (t == mt::kHalf ? 0.02 : 0.15) * (1 + std::fabs(r[i])));
     mt::Tensor ln = F::layer_norm(x.to(t), {6, 6});
     EXPECT_EQ(ln.dtype(), t);
     mt::Tensor bn = F::batch_norm(x.to(t), {}, {}, {}, {}, true);

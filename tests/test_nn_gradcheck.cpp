@@ -15,15 +15,15 @@ mt::Tensor randn(const mt::Shape& s, bool grad = true) {
   return mt::randn(s, {.dtype = mt::kFloat64, .requires_grad = grad});
 }
 
-#define EXPECT_GRADCHECK(fn, inputs)              \
-  do {                                            \
-    std::string why;                              \
+#define EXPECT_GRADCHECK(fn, inputs)                     \
+  do {                                                   \
+    std::string why;                                     \
     EXPECT_TRUE(gradcheck(fn, inputs, {}, &why)) << why; \
   } while (0)
 
-#define EXPECT_GRADGRADCHECK(fn, inputs)              \
-  do {                                                \
-    std::string why;                                  \
+#define EXPECT_GRADGRADCHECK(fn, inputs)                     \
+  do {                                                       \
+    std::string why;                                         \
     EXPECT_TRUE(gradgradcheck(fn, inputs, {}, &why)) << why; \
   } while (0)
 
@@ -43,11 +43,11 @@ TEST(NnGradcheck, Conv2d) {
     mt::Shape x, w;
     F::Conv2dFuncOptions o;
   };
-  for (const Case& c : {Case{{2, 2, 5, 5}, {3, 2, 3, 3}, {.padding = 1}},
-                        Case{{1, 2, 7, 6}, {2, 2, 3, 2}, {.stride = {2, 1}, .padding = {0, 1}}},
-                        Case{{1, 2, 7, 7}, {2, 2, 3, 3}, {.padding = 2, .dilation = 2}},
-                        Case{{2, 4, 4, 4}, {4, 2, 2, 2}, {.stride = 2, .groups = 2}},
-                        Case{{1, 3, 3, 3}, {2, 3, 1, 1}, {}}}) {
+  for (const Case& c :
+       {Case{{2, 2, 5, 5}, {3, 2, 3, 3}, {.padding = 1}},
+        Case{{1, 2, 7, 6}, {2, 2, 3, 2}, {.stride = {2, 1}, .padding = {0, 1}}},
+        Case{{1, 2, 7, 7}, {2, 2, 3, 3}, {.padding = 2, .dilation = 2}},
+        Case{{2, 4, 4, 4}, {4, 2, 2, 2}, {.stride = 2, .groups = 2}}, Case{{1, 3, 3, 3}, {2, 3, 1, 1}, {}}}) {
     auto fn = [&](const Inputs& in) { return F::conv2d(in[0], in[1], in[2], c.o); };
     Inputs in{randn(c.x), randn(c.w), randn({c.w[0]})};
     EXPECT_GRADCHECK(fn, in);
@@ -58,7 +58,9 @@ TEST(NnGradcheck, Conv2d) {
 
 TEST(NnGradcheck, UnfoldFold) {
   mt::manual_seed(3);
-  auto u = [](const Inputs& in) { return F::unfold(in[0], {2, 3}, {.dilation = {1, 2}, .padding = 1, .stride = {2, 1}}); };
+  auto u = [](const Inputs& in) {
+    return F::unfold(in[0], {2, 3}, {.dilation = {1, 2}, .padding = 1, .stride = {2, 1}});
+  };
   EXPECT_GRADCHECK(u, (Inputs{randn({2, 2, 4, 5})}));
   EXPECT_GRADGRADCHECK(u, (Inputs{randn({1, 1, 3, 4})}));
   auto f = [](const Inputs& in) { return F::fold(in[0], {4, 5}, 2, {.padding = 1}); };
@@ -114,7 +116,9 @@ TEST(NnGradcheck, LayerNorm) {
 TEST(NnGradcheck, EmbeddingAndDropout) {
   mt::manual_seed(7);
   mt::Tensor idx = mt::from_vector<int64_t>({0, 2, 2, 4, 1, 0}, {2, 3}, {.dtype = mt::kInt64});
-  auto emb = [&](const Inputs& in) { return F::embedding(idx, in[0], 2); };
+  // padding_idx 3 is not looked up: its (zero) gradient row is exact. A looked-up padding row
+  // gets no gradient by design (as PyTorch), which is not the derivative gradcheck expects.
+  auto emb = [&](const Inputs& in) { return F::embedding(idx, in[0], 3); };
   EXPECT_GRADCHECK(emb, (Inputs{randn({5, 3})}));
   EXPECT_GRADGRADCHECK(emb, (Inputs{randn({5, 3})}));
   auto drop = [](const Inputs& in) {
@@ -138,7 +142,8 @@ TEST(NnGradcheck, Losses) {
     auto mse = [&](const Inputs& in) { return F::mse_loss(in[0], in[1], red); };
     EXPECT_GRADCHECK(mse, (Inputs{randn({3, 4}), randn({3, 4})}));
     auto bce = [&](const Inputs& in) {
-      return F::binary_cross_entropy_with_logits(in[0], in[1], {.weight = in[2], .pos_weight = in[3], .reduction = red});
+      return F::binary_cross_entropy_with_logits(in[0], in[1],
+                                                 {.weight = in[2], .pos_weight = in[3], .reduction = red});
     };
     EXPECT_GRADCHECK(bce, (Inputs{randn({3, 4}), mt::rand({3, 4}, {.dtype = mt::kFloat64, .requires_grad = true}),
                                   randn({4}), mt::rand({4}, {.dtype = mt::kFloat64, .requires_grad = true})}));

@@ -83,8 +83,10 @@ TEST(NnReference, Conv2d) {
       const std::string what = c.at("name").get<std::string>() + " " + mode_name(dt, graph);
       mt::Tensor x = tensor(c["x"], dt, true), w = tensor(c["w"], dt, true), b = tensor(c["b"], dt, true);
       mt::Tensor y = F::conv2d(x, w, b,
-                               {.stride = size2(c["stride"]), .padding = size2(c["padding"]),
-                                .dilation = size2(c["dilation"]), .groups = c["groups"].get<int64_t>()});
+                               {.stride = size2(c["stride"]),
+                                .padding = size2(c["padding"]),
+                                .dilation = size2(c["dilation"]),
+                                .groups = c["groups"].get<int64_t>()});
       expect_close(y, c["y"], tol, what + " y");
       y.backward(tensor(c["gy"], dt), false, graph);
       expect_close(x.grad(), c["gx"], tol, what + " gx");
@@ -102,11 +104,14 @@ TEST(NnReference, Pool2d) {
       mt::Tensor x = tensor(c["x"], dt, true), y;
       if (kind == "max") {
         y = F::max_pool2d(x, size2(c["kernel"]),
-                          {.stride = size2(c["stride"]), .padding = size2(c["padding"]),
-                           .dilation = size2(c["dilation"]), .ceil_mode = c["ceil_mode"].get<bool>()});
+                          {.stride = size2(c["stride"]),
+                           .padding = size2(c["padding"]),
+                           .dilation = size2(c["dilation"]),
+                           .ceil_mode = c["ceil_mode"].get<bool>()});
       } else if (kind == "avg") {
         y = F::avg_pool2d(x, size2(c["kernel"]),
-                          {.stride = size2(c["stride"]), .padding = size2(c["padding"]),
+                          {.stride = size2(c["stride"]),
+                           .padding = size2(c["padding"]),
                            .ceil_mode = c["ceil_mode"].get<bool>(),
                            .count_include_pad = c["count_include_pad"].get<bool>(),
                            .divisor_override = c["divisor_override"].get<int64_t>()});
@@ -228,7 +233,8 @@ TEST(NnReference, MseAndBceWithLogits) {
       const std::string what = "bce " + c.at("name").get<std::string>() + " " + mode_name(dt, graph);
       mt::Tensor x = tensor(c["x"], dt, true), t = tensor(c["target"], dt, true);
       mt::Tensor y = F::binary_cross_entropy_with_logits(
-          x, t, {.weight = tensor(c["weight"], dt), .pos_weight = tensor(c["pos_weight"], dt), .reduction = reduction(c)});
+          x, t,
+          {.weight = tensor(c["weight"], dt), .pos_weight = tensor(c["pos_weight"], dt), .reduction = reduction(c)});
       expect_close(y, c["y"], tol, what + " y");
       y.backward(tensor(c["gy"], dt), false, graph);
       expect_close(x.grad(), c["gx"], tol, what + " gx");

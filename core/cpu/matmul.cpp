@@ -72,8 +72,9 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
         for (int64_t j = 0; j < M * N; ++j) c[j] = T(wc[size_t(j)]);
       }
     };
-    // Small matrices: spread the batch over threads (Eigen then stays single-threaded).
-    if (B > 1 && M * N * K < (1 << 18)) {
+    // Small matrices: spread the batch over threads (Eigen then stays single-threaded), unless
+    // the whole batch is too little work to pay for the fork.
+    if (B > 1 && M * N * K < (1 << 18) && B * M * N * K >= kParallelGrain) {
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < B; ++i) batch(i);
     } else {

@@ -133,11 +133,12 @@ struct Scratch {
   std::vector<A> col, tmp, planes;
 };
 
-// Calls body(n, scratch, thread) for each sample, spread over threads when there are enough.
+// Calls body(n, scratch, thread) for each sample, spread over threads when there are enough
+// samples and enough work (multiply-adds per sample) to pay for a parallel region.
 template <typename A, typename F>
-void for_each_sample(int64_t N, F&& body) {
+void for_each_sample(int64_t N, int64_t work_per_sample, F&& body) {
   const int nt = max_threads();
-  if (nt > 1 && N >= nt) {
+  if (nt > 1 && N >= nt && N * work_per_sample >= (int64_t(1) << 20)) {
 #pragma omp parallel
     {
       Scratch<A> s;
@@ -167,7 +168,7 @@ void conv2d_forward_t(const Tensor& x, const Tensor& w, const Tensor& bias, cons
   const T* X = x.data_ptr<T>();
   T* Y = y.data_ptr<T>();
   const bool direct = kSame && is_pointwise(g);
-  for_each_sample<A>(g.N, [&](int64_t n, Scratch<A>& s, int) {
+  for_each_sample<A>(g.N, g.Cout * K * L, [&](int64_t n, Scratch<A>& s, int) {
     for (int64_t gi = 0; gi < G; ++gi) {
       const T* xg = X + (n * g.C + gi * Cig) * HW;
       const A* cols;
@@ -215,7 +216,7 @@ void conv2d_backward_t(const Tensor& gy, const Tensor& x, const Tensor& w, const
   for (auto& a : acc_w) a.assign(size_t(g.Cout * K), A(0));
   for (auto& a : acc_b) a.assign(size_t(g.Cout), A(0));
 
-  for_each_sample<A>(g.N, [&](int64_t n, Scratch<A>& s, int tid) {
+  for_each_sample<A>(g.N, 2 * g.Cout * K * L, [&](int64_t n, Scratch<A>& s, int tid) {
     for (int64_t gi = 0; gi < G; ++gi) {
       const T* gyg = GY + (n * g.Cout + gi * Cog) * L;
       const A* gya;

@@ -37,10 +37,12 @@ void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& wei
       for (int64_t r = b; r < e; ++r) {
         const T* x = X + r * C;
         A mx = -std::numeric_limits<A>::infinity();
+#pragma omp simd reduction(max : mx)
         for (int64_t c = 0; c < C; ++c) mx = std::max(mx, cast_to<A>(x[c]));
         if (std::isinf(mx) && mx < 0) mx = 0;
         A sum = 0;
-        for (int64_t c = 0; c < C; ++c) sum += std::exp(cast_to<A>(x[c]) - mx);
+#pragma omp simd reduction(+ : sum)
+        for (int64_t c = 0; c < C; ++c) sum += math::exp_acc(cast_to<A>(x[c]) - mx);
         const A z = mx + std::log(sum);
         Z[r] = z;
         if (t[r] == ignore_index) {
@@ -51,7 +53,13 @@ void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& wei
         A l = (A(1) - s) * wt * (z - cast_to<A>(x[t[r]]));
         if (s > 0) {
           A smooth = 0;
-          for (int64_t c = 0; c < C; ++c) smooth += (w ? w[c] : A(1)) * (z - cast_to<A>(x[c]));
+          if (w) {
+#pragma omp simd reduction(+ : smooth)
+            for (int64_t c = 0; c < C; ++c) smooth += w[c] * (z - cast_to<A>(x[c]));
+          } else {
+#pragma omp simd reduction(+ : smooth)
+            for (int64_t c = 0; c < C; ++c) smooth += z - cast_to<A>(x[c]);
+          }
           l += s / A(C) * smooth;
         }
         L[r] = l;
@@ -89,10 +97,20 @@ void cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tens
         const A wt = w ? w[t[r]] : A(1);
         const A target_term = (A(1) - s) * wt;
         const A a = target_term + s / A(C) * wsum;
-        for (int64_t c = 0; c < C; ++c) {
-          const A p = std::exp(cast_to<A>(x[c]) - z);
-          const A smooth_wc = s / A(C) * (w ? w[c] : A(1));
-          gx[c] = cast_to<T>(g * math::cross_entropy_grad(p, c == t[r], a, target_term, smooth_wc));
+        const int64_t tc = t[r];
+        const A smooth = s / A(C);
+        if (w) {
+#pragma omp simd
+          for (int64_t c = 0; c < C; ++c) {
+            const A p = math::exp_acc(cast_to<A>(x[c]) - z);
+            gx[c] = cast_to<T>(g * math::cross_entropy_grad(p, c == tc, a, target_term, smooth * w[c]));
+          }
+        } else {
+#pragma omp simd
+          for (int64_t c = 0; c < C; ++c) {
+            const A p = math::exp_acc(cast_to<A>(x[c]) - z);
+            gx[c] = cast_to<T>(g * math::cross_entropy_grad(p, c == tc, a, target_term, smooth));
+          }
         }
       }
     });

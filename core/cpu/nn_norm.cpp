@@ -50,20 +50,26 @@ void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps, c
       for (int64_t r = s; r < e; ++r) {
         const T* xr = X + r * n;
         const A m = row_sum<A>(n, [&](int64_t i) { return cast_to<A>(xr[i]); }) / A(n);
-        const A v = row_sum<A>(n, [&](int64_t i) {
-                      A d = cast_to<A>(xr[i]) - m;
-                      return d * d;
-                    }) /
+        const A v = row_sum<A>(n,
+                               [&](int64_t i) {
+                                 A d = cast_to<A>(xr[i]) - m;
+                                 return d * d;
+                               }) /
                     A(n);
         const A rs = A(1) / std::sqrt(v + A(eps));
         Mp[r] = m;
         Rp[r] = rs;
         T* yr = Y + r * n;
-        for (int64_t i = 0; i < n; ++i) {
-          A h = (cast_to<A>(xr[i]) - m) * rs;
-          if (Wp) h *= Wp[i];
-          if (Bp) h += Bp[i];
-          yr[i] = cast_to<T>(h);
+        if (Wp && Bp) {
+#pragma omp simd
+          for (int64_t i = 0; i < n; ++i) yr[i] = cast_to<T>((cast_to<A>(xr[i]) - m) * rs * Wp[i] + Bp[i]);
+        } else {
+          for (int64_t i = 0; i < n; ++i) {
+            A h = (cast_to<A>(xr[i]) - m) * rs;
+            if (Wp) h *= Wp[i];
+            if (Bp) h += Bp[i];
+            yr[i] = cast_to<T>(h);
+          }
         }
       }
     });
@@ -86,25 +92,39 @@ void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
     if (GW) std::fill(GW, GW + n, A(0));
     if (GB) std::fill(GB, GB + n, A(0));
     parallel_for(0, M, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)), [&](int64_t s, int64_t e) {
-      // Column sums of this chunk of rows, merged once at the end.
-      std::vector<A> pw(GW ? size_t(n) : 0, A(0)), pb(GB ? size_t(n) : 0, A(0));
-      std::vector<A> xhat(static_cast<size_t>(n)), g(static_cast<size_t>(n));
+      // Column sums of this chunk of rows, merged once at the end; rows go through
+      // branch-free loops over [n] buffers so they vectorize.
+      std::vector<A> pw(size_t(n), A(0)), pb(size_t(n), A(0)), ones(Wp ? 0 : size_t(n), A(1));
+      std::vector<A> gyv(static_cast<size_t>(n)), xhat(static_cast<size_t>(n)), g(static_cast<size_t>(n));
+      const A* wv = Wp ? Wp : ones.data();
+      A* gyp = gyv.data();
+      A* xh = xhat.data();
+      A* gp = g.data();
       for (int64_t r = s; r < e; ++r) {
         const T* xr = X + r * n;
         const T* gr = GY + r * n;
         const A m = Mp[r], rs = Rp[r];
+        A sg = 0, sgx = 0;
+#pragma omp simd reduction(+ : sg, sgx)
         for (int64_t i = 0; i < n; ++i) {
-          xhat[size_t(i)] = (cast_to<A>(xr[i]) - m) * rs;
-          const A gyi = cast_to<A>(gr[i]);
-          g[size_t(i)] = Wp ? gyi * Wp[i] : gyi;
-          if (GW) pw[size_t(i)] += gyi * xhat[size_t(i)];
-          if (GB) pb[size_t(i)] += gyi;
+          gyp[i] = cast_to<A>(gr[i]);
+          xh[i] = (cast_to<A>(xr[i]) - m) * rs;
+          gp[i] = gyp[i] * wv[i];
+          sg += gp[i];
+          sgx += gp[i] * xh[i];
+        }
+        A* pwp = pw.data();
+        A* pbp = pb.data();
+#pragma omp simd
+        for (int64_t i = 0; i < n; ++i) {
+          pwp[i] += gyp[i] * xh[i];
+          pbp[i] += gyp[i];
         }
         if (!GX) continue;
-        const A mg = row_sum<A>(n, [&](int64_t i) { return g[size_t(i)]; }) / A(n);
-        const A mgx = row_sum<A>(n, [&](int64_t i) { return g[size_t(i)] * xhat[size_t(i)]; }) / A(n);
+        const A mg = sg / A(n), mgx = sgx / A(n);
         T* gxr = GX + r * n;
-        for (int64_t i = 0; i < n; ++i) gxr[i] = cast_to<T>(math::norm_backward(g[size_t(i)], xhat[size_t(i)], rs, mg, mgx));
+#pragma omp simd
+        for (int64_t i = 0; i < n; ++i) gxr[i] = cast_to<T>(math::norm_backward(gp[i], xh[i], rs, mg, mgx));
       }
 #pragma omp critical(mantissa_layer_norm_backward)
       {

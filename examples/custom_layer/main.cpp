@@ -45,8 +45,7 @@ struct ResidualBlock : nn::Module {
 
 int main() {
   mt::manual_seed(0);
-  nn::Sequential model(nn::Linear(3, 16), ResidualBlock(16, 32), ResidualBlock(16, 32), RMSNorm(16),
-                       nn::Linear(16, 1));
+  nn::Sequential model(nn::Linear(3, 16), ResidualBlock(16, 32), ResidualBlock(16, 32), RMSNorm(16), nn::Linear(16, 1));
   std::cout << model << "\n\n";
   for (auto& [name, p] : model.named_parameters()) std::cout << "  " << name << " " << p.shape_str() << "\n";
 
