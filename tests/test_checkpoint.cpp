@@ -66,7 +66,7 @@ TEST(Checkpoint, ResumeIsBitIdentical) {
   TrainingRun a;
   mt::manual_seed(12345);
   a.train(5);
-  mt::optim::save_checkpoint(path.string(), a.parts(), {.epoch = 5});
+  mt::optim::save_checkpoint(path.string(), a.parts(), {.epoch = 5, .extra = {}});
   mt::manual_seed(999);  // disturb the RNG: the checkpoint must restore it
   TrainingRun b;
   auto info = mt::optim::load_checkpoint(path.string(), b.parts());
@@ -141,7 +141,7 @@ TEST(Checkpoint, BadFilesLeaveTheModelUntouched) {
 TEST(Checkpoint, SaveIsAtomic) {
   const fs::path path = temp_path("atomic.safetensors");
   TrainingRun a;
-  mt::optim::save_checkpoint(path.string(), a.parts(), {.epoch = 1});
+  mt::optim::save_checkpoint(path.string(), a.parts(), {.epoch = 1, .extra = {}});
   // A save into a missing directory fails and leaves nothing half-written.
   EXPECT_THROW(mt::optim::save_checkpoint((path.parent_path() / "missing" / "x.safetensors").string(), a.parts()),
                mt::Error);
