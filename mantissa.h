@@ -12,6 +12,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/profiler.h"
 #include "core/random.h"
 #include "core/safetensors.h"
 #include "core/tensor.h"

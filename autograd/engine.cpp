@@ -8,6 +8,7 @@
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "core/launch.h"
+#include "core/profiler.h"
 
 namespace mantissa {
 
@@ -155,6 +156,7 @@ Tensor SavedTensor::unpack() const {
 
 std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds,
                                  bool retain_graph, bool create_graph, const std::vector<Tensor>& inputs) {
+  profiler::Range backward_range("backward");
   // Seed each root.
   std::unordered_map<Node*, Tensor> buffer;
   std::vector<std::shared_ptr<Node>> root_nodes;
@@ -238,7 +240,13 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
     bool is_leaf_node = dynamic_cast<AccumulateGrad*>(node.get()) != nullptr;
     if (g.defined() && !(is_leaf_node && !inputs.empty())) {
       t_current_node = node.get();
-      grads = node->apply(g);
+      if (profiler::enabled()) {  // a range per node, named like its grad_fn ("MulBackward")
+        const std::string name = node->name();
+        profiler::Range node_range(name.c_str());
+        grads = node->apply(g);
+      } else {
+        grads = node->apply(g);
+      }
       t_current_node = nullptr;
     }
     if (!retain_graph) node->release();

@@ -2,6 +2,7 @@
 
 #include "core/cpu/kernels.h"
 #include "core/error.h"
+#include "core/profiler.h"
 
 namespace mantissa {
 
@@ -10,21 +11,162 @@ const Backend* cuda_backend();  // cuda/backend.cpp
 #endif
 
 const Backend& cpu_backend() {
-  static const Backend table{cpu::copy,   cpu::fill,    cpu::unary,        cpu::binary,
-                             cpu::where,  cpu::reduce,  cpu::var_mean,     cpu::softmax,
-                             cpu::matmul, cpu::index_select, cpu::gather, cpu::scatter_add,
-                             cpu::accumulate_grad};
+  static const Backend table{cpu::copy,
+                             cpu::fill,
+                             cpu::unary,
+                             cpu::binary,
+                             cpu::where,
+                             cpu::reduce,
+                             cpu::var_mean,
+                             cpu::softmax,
+                             cpu::matmul,
+                             cpu::index_select,
+                             cpu::gather,
+                             cpu::scatter_add,
+                             cpu::accumulate_grad,
+                             cpu::fused_optimizer_step,
+                             cpu::update_scale};
   return table;
 }
 
+namespace {
+
+// ---------------------------------------------------------------- profiled dispatch
+// backend_for() is the one place every op passes on its way to a kernel, so the op ranges
+// are recorded here: while profiling is on it hands out a twin of the table whose entries
+// open a range named after the op, then call the real kernel. Off, the cost is the branch
+// in backend_for().
+
+const char* unary_name(UnaryOp op) {
+  static const char* const kNames[] = {"neg",   "abs",     "sign",       "exp",       "log",        "log1p",
+                                       "sqrt",  "rsqrt",   "sin",        "cos",       "tanh",       "sigmoid",
+                                       "relu",  "gelu",    "gelu_tanh",  "silu",      "erf",        "reciprocal",
+                                       "square", "logical_not", "pow",   "clamp",     "isfinite"};
+  const size_t i = size_t(op);
+  return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "unary";
+}
+
+const char* binary_name(BinaryOp op) {
+  static const char* const kNames[] = {"add",
+                                       "sub",
+                                       "mul",
+                                       "div",
+                                       "maximum",
+                                       "minimum",
+                                       "pow",
+                                       "eq",
+                                       "ne",
+                                       "lt",
+                                       "le",
+                                       "gt",
+                                       "ge",
+                                       "logical_and",
+                                       "logical_or",
+                                       "relu_backward",
+                                       "gelu_backward",
+                                       "gelu_tanh_backward",
+                                       "silu_backward",
+                                       "sigmoid_backward",
+                                       "tanh_backward"};
+  const size_t i = size_t(op);
+  return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "binary";
+}
+
+const char* reduce_name(ReduceOp op) {
+  static const char* const kNames[] = {"sum", "prod", "max", "min", "argmax", "argmin"};
+  const size_t i = size_t(op);
+  return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "reduce";
+}
+
+// Inner() returns the real table; every entry forwards to it inside a range.
+template <const Backend& (*Inner)()>
+struct Profiled {
+  static void copy(const Tensor& src, const Tensor& dst) {
+    profiler::Range r("copy");
+    Inner().copy(src, dst);
+  }
+  static void fill(const Tensor& dst, const Scalar& value) {
+    profiler::Range r("fill");
+    Inner().fill(dst, value);
+  }
+  static void unary(UnaryOp op, const Tensor& in, const Tensor& out, double a, double b) {
+    profiler::Range r(unary_name(op));
+    Inner().unary(op, in, out, a, b);
+  }
+  static void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+    profiler::Range r(binary_name(op));
+    Inner().binary(op, a, b, out);
+  }
+  static void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
+    profiler::Range r("where");
+    Inner().where(cond, a, b, out);
+  }
+  static void reduce(ReduceOp op, const Tensor& in, const Tensor& out) {
+    profiler::Range r(reduce_name(op));
+    Inner().reduce(op, in, out);
+  }
+  static void var_mean(const Tensor& in, const Tensor& var, const Tensor& mean, int64_t correction) {
+    profiler::Range r("var_mean");
+    Inner().var_mean(in, var, mean, correction);
+  }
+  static void softmax(const Tensor& in, const Tensor& out, bool log) {
+    profiler::Range r(log ? "log_softmax" : "softmax");
+    Inner().softmax(in, out, log);
+  }
+  static void matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
+    profiler::Range r("matmul");
+    Inner().matmul(a, b, out);
+  }
+  static void index_select(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) {
+    profiler::Range r("index_select");
+    Inner().index_select(in, dim, index, out);
+  }
+  static void gather(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) {
+    profiler::Range r("gather");
+    Inner().gather(in, dim, index, out);
+  }
+  static void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
+    profiler::Range r("scatter_add");
+    Inner().scatter_add(out, dim, index, src);
+  }
+  static void accumulate_grad(const Tensor& src, const Tensor& dst, bool init, const Tensor& found_inf) {
+    profiler::Range r("accumulate_grad");
+    Inner().accumulate_grad(src, dst, init, found_inf);
+  }
+  static void fused_optimizer_step(const FusedStepArgs& args) {
+    profiler::Range r("fused_optimizer_step");
+    Inner().fused_optimizer_step(args);
+  }
+  static void update_scale(const Tensor& scale, const Tensor& counters, const Tensor& found_inf,
+                           const math::ScaleUpdate& rule) {
+    profiler::Range r("update_scale");
+    Inner().update_scale(scale, counters, found_inf, rule);
+  }
+
+  static const Backend& table() {
+    static const Backend t{copy,         fill,   unary,       binary,          where,
+                           reduce,       var_mean, softmax,   matmul,          index_select,
+                           gather,       scatter_add, accumulate_grad, fused_optimizer_step, update_scale};
+    return t;
+  }
+};
+
+#ifdef MANTISSA_WITH_CUDA
+const Backend& cuda_table() {
+  const Backend* b = cuda_backend();
+  MT_CHECK(b != nullptr, "dispatch", "no CUDA kernels are registered");
+  return *b;
+}
+#endif
+
+}  // namespace
+
 const Backend& backend_for(Device d) {
-  if (d.is_cpu()) return cpu_backend();
+  if (d.is_cpu()) return profiler::enabled() ? Profiled<cpu_backend>::table() : cpu_backend();
 #ifdef MANTISSA_WITH_CUDA
   MT_CHECK(d.index < cuda_device_count(), "dispatch", "device ", d.str(), " is not available (",
            cuda_device_count(), " CUDA devices found)");
-  const Backend* b = cuda_backend();
-  MT_CHECK(b != nullptr, "dispatch", "no CUDA kernels are registered for ", d.str());
-  return *b;
+  return profiler::enabled() ? Profiled<cuda_table>::table() : cuda_table();
 #else
   MT_FAIL("dispatch", "device ", d.str(), " is not available: mantissa was built without CUDA");
 #endif

@@ -6,6 +6,10 @@
 // device; `out` is contiguous unless stated; inputs may be arbitrarily strided and
 // broadcast (stride 0) to out's shape.
 #pragma once
+#include <array>
+#include <vector>
+
+#include "core/elementwise_math.h"
 #include "core/tensor.h"
 
 namespace mantissa {
@@ -28,6 +32,30 @@ enum class BinaryOp : uint8_t {
 };
 
 enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin };
+
+// One parameter of a fused optimizer step. Every tensor is contiguous and on the
+// launch's device; param, grad and state share the master's dtype (float32 or float64).
+struct FusedStepTensor {
+  Tensor param;                 // the master weight, updated in place
+  Tensor grad;                  // its gradient (still multiplied by the loss scale)
+  std::array<Tensor, 3> state;  // the first FusedStepArgs::num_state entries: momentum / exp_avg, exp_avg_sq, max
+  Tensor working_copy;          // the AMP fp16/bf16 copy to rewrite from the new master, or undefined
+  Tensor step;                  // int64 [1]: updates applied so far; incremented unless the step is skipped
+  // SGD: the momentum buffer starts as the gradient when the new step count equals this (0: never).
+  int64_t first_at_step = 0;
+};
+
+// A multi-tensor optimizer step: one group's hyper-parameters over its parameters on one device.
+// Per parameter, unless *found_inf != 0 (then nothing at all changes, steps included):
+//   t = ++step;  g = grad * inv_scale / scale;  f_t(param, g, state...);  working_copy = round(param)
+struct FusedStepArgs {
+  math::OptimizerHyper hyper;
+  int num_state = 0;
+  std::vector<FusedStepTensor> tensors;
+  float inv_scale = 1;  // a host factor (plain optimizer use: 1)
+  Tensor scale;         // float32 [1] on the device, or undefined (1): the GradScaler's loss scale
+  Tensor found_inf;     // float32 [1] on the device, or undefined: read by the kernel, never by the host
+};
 
 struct Backend {
   // dst[i] = convert(src[i]); src is broadcast/strided to dst's shape; dst may be strided.
@@ -55,6 +83,14 @@ struct Backend {
   // floating dtype and strides. When found_inf (float32 [1], same device) is defined, it is
   // set to 1 if any src value is inf or NaN; it is never cleared here.
   void (*accumulate_grad)(const Tensor& src, const Tensor& dst, bool init, const Tensor& found_inf);
+  // The fused optimizer step above (CPU: one parallel loop per parameter; CUDA: one
+  // multi-tensor kernel launch per up to 24 parameters, no host synchronisation).
+  void (*fused_optimizer_step)(const FusedStepArgs& args);
+  // GradScaler::update on the device: scale (float32 [1]) and counters (int32 [3]:
+  // growth_tracker, overflows_in_a_row, skipped_steps) advance by math::ScaleUpdate given
+  // found_inf (float32 [1] or undefined: no overflow), which is then cleared to 0.
+  void (*update_scale)(const Tensor& scale, const Tensor& counters, const Tensor& found_inf,
+                       const math::ScaleUpdate& rule);
 };
 
 // The kernels for a device; throws mantissa::Error when the device is not available.

@@ -1,6 +1,7 @@
 #include "core/device.h"
 
 #include "core/error.h"
+#include "core/profiler.h"
 
 namespace mantissa {
 
@@ -10,7 +11,12 @@ int cuda_runtime_device_count();  // cuda/device.cpp; 0 when no GPU or driver is
 
 int cuda_device_count() {
 #ifdef MANTISSA_WITH_CUDA
-  static const int n = cuda_runtime_device_count();
+  static const int n = [] {
+    const int count = cuda_runtime_device_count();
+    // Profiler ranges are on by default when there is a GPU to profile (core/profiler.h).
+    if (count > 0) profiler::set_default(true);
+    return count;
+  }();
   return n;
 #else
   return 0;

@@ -2,11 +2,18 @@
 
 #include <array>
 #include <atomic>
+#include <utility>
 
+#include "core/backend.h"
 #include "core/cpu/nn_kernels.h"
 #include "core/error.h"
+#include "core/profiler.h"
 
 namespace mantissa {
+
+#ifdef MANTISSA_WITH_CUDA
+const Backend* cuda_backend();  // cuda/backend.cpp
+#endif
 
 namespace {
 
@@ -35,14 +42,58 @@ std::array<std::atomic<const NnKernels*>, kNumDeviceTypes>& registry() {
   return r;
 }
 
+const NnKernels& cpu_table() { return *cpu_nn_kernels(); }
+const NnKernels& cuda_table() { return *registry()[size_t(DeviceType::CUDA)].load(); }
+
+// While profiling is on, nn_kernels_for() hands out this twin of a table: each entry opens
+// a range named after the kernel, then calls the real one (see core/backend.cpp).
+template <const NnKernels& (*Inner)()>
+struct Profiled {
+  template <auto Member, typename... Args>
+  static void call(const char* name, Args&&... args) {
+    profiler::Range r(name);
+    (Inner().*Member)(std::forward<Args>(args)...);
+  }
+  // Each entry: a lambda with the entry's signature that forwards through call<>().
+#define MT_PROFILED_ENTRY(entry)                                                        \
+  .entry = [](auto... args) { call<&NnKernels::entry>(#entry, args...); }
+  static const NnKernels& table() {
+    static const NnKernels t{
+        MT_PROFILED_ENTRY(conv2d_forward),
+        MT_PROFILED_ENTRY(conv2d_backward),
+        MT_PROFILED_ENTRY(im2col),
+        MT_PROFILED_ENTRY(col2im),
+        MT_PROFILED_ENTRY(max_pool2d),
+        MT_PROFILED_ENTRY(avg_pool2d),
+        MT_PROFILED_ENTRY(avg_pool2d_backward),
+        MT_PROFILED_ENTRY(adaptive_avg_pool2d),
+        MT_PROFILED_ENTRY(adaptive_avg_pool2d_backward),
+        MT_PROFILED_ENTRY(layer_norm),
+        MT_PROFILED_ENTRY(layer_norm_backward),
+        MT_PROFILED_ENTRY(batch_norm_stats),
+        MT_PROFILED_ENTRY(batch_norm_apply),
+        MT_PROFILED_ENTRY(batch_norm_backward),
+        MT_PROFILED_ENTRY(cross_entropy),
+        MT_PROFILED_ENTRY(cross_entropy_backward),
+    };
+    return t;
+  }
+#undef MT_PROFILED_ENTRY
+};
+
 }  // namespace
 
 void register_nn_kernels(DeviceType type, const NnKernels* kernels) { registry()[size_t(type)].store(kernels); }
 
 const NnKernels& nn_kernels_for(Device device, const char* op) {
-  if (device.is_cpu()) return *cpu_nn_kernels();
+  if (device.is_cpu()) return profiler::enabled() ? Profiled<cpu_table>::table() : *cpu_nn_kernels();
+  (void)backend_for(device);  // throws when the device is not available
+#ifdef MANTISSA_WITH_CUDA
+  if (device.is_cuda()) (void)cuda_backend();  // loading the CUDA backend registers its row
+#endif
   const NnKernels* k = registry()[size_t(device.type)].load();
   MT_CHECK(k != nullptr, op, "no kernels for ", device.str(), " are registered (the op runs on the CPU only)");
+  if (device.type == DeviceType::CUDA && profiler::enabled()) return Profiled<cuda_table>::table();
   return *k;
 }
 

@@ -10,6 +10,7 @@
 #include "cuda/allocator.h"
 #include "cuda/device.h"
 #include "cuda/kernels.h"
+#include "cuda/nn_kernels.h"
 
 namespace mantissa {
 namespace cuda {
@@ -123,11 +124,27 @@ void copy(const Tensor& src, const Tensor& dst) {
 
 }  // namespace cuda
 
-// Declared in core/backend.cpp.
+// Declared in core/backend.cpp. Loading the backend also registers the nn kernel row
+// (cuda/nn_kernels.h): this function is always linked, a static initializer in an otherwise
+// unreferenced object of the static library would not be.
 const Backend* cuda_backend() {
-  static const Backend table{cuda::copy,   cuda::fill,        cuda::unary,          cuda::binary, cuda::where,
-                             cuda::reduce, cuda::var_mean,    cuda::softmax,        cuda::matmul, cuda::index_select,
-                             cuda::gather, cuda::scatter_add, cuda::accumulate_grad};
+  static const bool nn_registered = (register_nn_kernels(DeviceType::CUDA, cuda::nn_kernel_table()), true);
+  (void)nn_registered;
+  static const Backend table{cuda::copy,
+                             cuda::fill,
+                             cuda::unary,
+                             cuda::binary,
+                             cuda::where,
+                             cuda::reduce,
+                             cuda::var_mean,
+                             cuda::softmax,
+                             cuda::matmul,
+                             cuda::index_select,
+                             cuda::gather,
+                             cuda::scatter_add,
+                             cuda::accumulate_grad,
+                             cuda::fused_optimizer_step,
+                             cuda::update_scale};
   return &table;
 }
 

@@ -1,27 +1,38 @@
-// Named ranges for Nsight Systems (NVTX), in plain C++ (no CUDA headers): upper layers
-// mark forward/backward/optimizer phases without knowing about CUDA. Ranges are recorded
-// only while profiling is on (set_profiling(true), or MANTISSA_NVTX=1 in the environment);
-// otherwise, and in builds without CUDA, they cost a branch.
+// Named ranges for Nsight Systems (NVTX), in plain C++ (no CUDA headers): the CUDA-facing
+// names of core/profiler.h's switch and ranges, kept for code written against cuda/.
+// Ranges are recorded while profiling is on: by default whenever a CUDA device is present,
+// or as MANTISSA_NVTX=0/1 or set_profiling() decide. Without CUDA they only count.
 //
 //   { mt::cuda::ProfileRange r("forward"); loss = net.forward(x); }
-//   $ MANTISSA_NVTX=1 nsys profile ./train
+//   $ nsys profile ./train
 #pragma once
+#include <vector>
+
+#include "core/profiler.h"
 
 namespace mantissa::cuda {
 
-#ifdef MANTISSA_WITH_CUDA
-void set_profiling(bool on);
-bool profiling_enabled();
-void push_range(const char* name);  // no-op while profiling is off
-void pop_range();                   // pops only ranges that push_range actually pushed
-#else
-inline void set_profiling(bool) {}
-inline bool profiling_enabled() { return false; }
-inline void push_range(const char*) {}
-inline void pop_range() {}
-#endif
+inline void set_profiling(bool on) { profiler::set_enabled(on); }
+inline bool profiling_enabled() { return profiler::enabled(); }
+// Unpaired push/pop for code that cannot use a scope: pop_range() undoes exactly what the
+// matching push_range() did, even if profiling was switched in between; an unbalanced pop
+// is ignored.
+namespace detail {
+// One entry per open push_range on this thread: whether it really pushed.
+inline thread_local std::vector<bool> t_pushed;
+}  // namespace detail
+inline void push_range(const char* name) {
+  const bool on = profiler::enabled();
+  if (on) profiler::push(name);
+  detail::t_pushed.push_back(on);
+}
+inline void pop_range() {
+  if (detail::t_pushed.empty()) return;  // unbalanced: ignore rather than corrupt the NVTX stack
+  if (detail::t_pushed.back()) profiler::pop();
+  detail::t_pushed.pop_back();
+}
 
-// RAII: push on construction, pop on destruction.
+// RAII: a range over the enclosing scope.
 class ProfileRange {
  public:
   explicit ProfileRange(const char* name) { push_range(name); }

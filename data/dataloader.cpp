@@ -15,6 +15,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/error.h"
+#include "core/profiler.h"
 
 namespace mantissa::data {
 
@@ -210,6 +211,9 @@ DataLoader::Iterator& DataLoader::Iterator::operator++() {
 }
 
 void DataLoader::Iterator::advance() {
+  // The time the training loop waits for its next batch (the worker's own time shows up in
+  // its thread's row).
+  profiler::Range range("DataLoader.next");
   bool more;
   try {
     more = epoch_->fetch();

@@ -83,10 +83,14 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int6
              " is out of range for ", num, " embeddings");
     if (*padding_idx < 0) *padding_idx += num;
   }
+  launch::check_same_device("embedding", {indices, weight});
   Tensor idx = launch::cast(indices, DType::Int64).reshape({-1});
-  if (idx.device().is_cpu()) {
-    const int64_t* p = idx.data_ptr<int64_t>();
-    for (int64_t i = 0; i < idx.numel(); ++i)
+  {
+    // Checked on the host (device indices are copied down once, as index_select does) so the
+    // error names this op and the position.
+    const Tensor host = idx.device().is_cpu() ? idx : launch::to_device(idx, Device::cpu());
+    const int64_t* p = host.data_ptr<int64_t>();
+    for (int64_t i = 0; i < host.numel(); ++i)
       MT_CHECK(p[i] >= 0 && p[i] < num, "embedding", "index ", p[i], " at position ", i,
                " is out of range for an embedding of ", num, " rows (weight ", weight.shape_str(), ")");
   }

@@ -145,9 +145,11 @@ Tensor nll_loss(const Tensor& input0, const Tensor& target, const NllLossOptions
   Tensor x = x0.dim() == 1 ? x0.unsqueeze(0) : x0;
   Tensor t = launch::cast(target, DType::Int64);
   if (x0.dim() == 1) t = t.reshape({1});
-  if (t.device().is_cpu()) {
-    const int64_t* p = t.data_ptr<int64_t>();
-    for (int64_t i = 0; i < t.numel(); ++i)
+  {
+    // Checked on the host (a device target is copied down once; gather below would copy it again).
+    const Tensor host = t.device().is_cpu() ? t : launch::to_device(t, Device::cpu());
+    const int64_t* p = host.data_ptr<int64_t>();
+    for (int64_t i = 0; i < host.numel(); ++i)
       MT_CHECK(p[i] == o.ignore_index || (p[i] >= 0 && p[i] < C), "nll_loss", "target ", p[i], " at position ", i,
                " is out of bounds for ", C, " classes (ignore_index is ", o.ignore_index, ")");
   }

@@ -98,6 +98,7 @@ void Module::take_from(Module& other) {
 // base, and each one re-points the parents that referenced its old address.
 Module::Module(Module&& other) noexcept {
   take_from(other);
+  path_ = std::move(other.path_);
   referrers_ = std::move(other.referrers_);
   other.referrers_.clear();
   for (Module* parent : referrers_)
@@ -109,6 +110,8 @@ Module& Module::operator=(Module&& other) noexcept {
   if (this == &other) return *this;
   unlink();
   take_from(other);
+  path_ = std::move(other.path_);
+  type_name_.clear();
   for (Module* parent : other.referrers_) {
     for (auto& c : parent->children_)
       if (!c.owned && c.ptr == &other) c.ptr = this;
@@ -159,6 +162,15 @@ void Module::add_child(const std::string& n, std::shared_ptr<Module> owned, Modu
     MT_CHECK(m != this, "register_module", "registering '", n, "' in ", name(), " would create a cycle");
   if (!owned) ptr->referrers_.push_back(this);
   children_.push_back({n, std::move(owned), ptr});
+  // The child's subtree now lives under this module's path (profiler range names).
+  const std::string base = path_.empty() ? n : path_ + "." + n;
+  for (auto& [sub, m] : ptr->named_modules()) m->path_ = sub.empty() ? base : base + "." + sub;
+}
+
+const std::string& Module::profile_name() const {
+  if (!path_.empty()) return path_;
+  if (type_name_.empty()) type_name_ = name();
+  return type_name_;
 }
 
 const Module& Module::child_at(const Child& c) const {

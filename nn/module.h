@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/profiler.h"
 #include "core/tensor.h"
 
 namespace mantissa::nn {
@@ -86,7 +87,16 @@ class Module {
   // The single-tensor forward used by operator(), Sequential and printing-free callers.
   // Modules with other signatures define their own forward and leave this one throwing.
   virtual Tensor forward(const Tensor& x);
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  // forward(x) inside a profiler range named after the module's dotted path ("features.0"; the
+  // root: its type name) while profiling is on (core/profiler.h); off, one branch.
+  Tensor operator()(const Tensor& x) {
+    if (!profiler::enabled()) return forward(x);
+    profiler::Range r(profile_name().c_str());
+    return forward(x);
+  }
+  // The dotted path under the outermost module this one was registered into ("" for a root).
+  // Set at registration: registering a parent into a grandparent updates its whole subtree.
+  const std::string& path() const { return path_; }
 
   // --- registration (names: non-empty, no '.', unique within the module) ---
   // Stores `t` (made a leaf that requires grad unless requires_grad is false) and returns
@@ -182,7 +192,11 @@ class Module {
   void take_from(Module& other);
   void unlink();
 
+  const std::string& profile_name() const;
+
   std::vector<Slot> params_, buffers_;
+  std::string path_;                   // see path()
+  mutable std::string type_name_;      // name(), cached for profiler ranges of a root module
   std::vector<Child> children_;
   // Parents that hold this module by reference (kept so moves and destruction update them).
   std::vector<Module*> referrers_;

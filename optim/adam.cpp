@@ -1,9 +1,6 @@
 #include "optim/adam.h"
 
-#include <cmath>
-
-#include "core/elementwise_math.h"
-#include "optim/fused_step.h"
+#include "core/error.h"
 
 namespace mantissa::optim {
 
@@ -46,49 +43,20 @@ std::vector<std::string> Adam::required_buffers(const ParamGroup& group) const {
   return {"exp_avg", "exp_avg_sq"};
 }
 
-void Adam::update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state,
-                  float inv_scale) {
-  const std::string op = name() + ".step";
-  const bool amsgrad = group.get("amsgrad") != 0;
-  // Missing moments start at zero; they join the state only after a successful pass.
-  std::map<std::string, Tensor> fresh;
-  auto buffer = [&](const char* key) {
-    auto it = state.buffers.find(key);
-    if (it != state.buffers.end()) return it->second;
-    return fresh[key] = zeros(param.sizes(), {param.dtype(), param.device()});
-  };
-  const Tensor m = buffer("exp_avg"), v = buffer("exp_avg_sq");
-  const Tensor vmax = amsgrad ? buffer("max_exp_avg_sq") : Tensor();
-
-  // Per-step scalars in double, as torch.optim computes them.
-  const double lr = *group.lr, wd = *group.weight_decay;
-  const double beta1 = group.get("beta1"), beta2 = group.get("beta2");
-  const double t = double(state.step);
-  const double bias_correction1 = 1 - std::pow(beta1, t);
-  const double bias_correction2 = 1 - std::pow(beta2, t);
-  detail::dispatch_master(op.c_str(), param, [&]<typename T>() {
-    const math::AdamUpdateT<T> f{T(beta1),
-                                 T(beta2),
-                                 T(1 - beta1),
-                                 T(1 - beta2),
-                                 T(group.get("eps")),
-                                 T(decoupled_ ? 0.0 : wd),
-                                 T(decoupled_ ? 1 - lr * wd : 1.0),
-                                 T(lr / bias_correction1),
-                                 T(std::sqrt(bias_correction2)),
-                                 group.get("maximize") != 0,
-                                 amsgrad};
-    if (amsgrad) {
-      detail::fused_update<T, 3>(op.c_str(), param, grad, {m, v, vmax}, T(inv_scale),
-                                 [&f](T& w, T g, std::array<T, 3>& s) { f(w, g, s[0], s[1], s[2]); });
-    } else {
-      detail::fused_update<T, 2>(op.c_str(), param, grad, {m, v}, T(inv_scale), [&f](T& w, T g, std::array<T, 2>& s) {
-        T unused = 0;
-        f(w, g, s[0], s[1], unused);
-      });
-    }
-  });
-  for (auto& [key, buf] : fresh) state.buffers[key] = buf;
+math::OptimizerHyper Adam::step_hyper(const ParamGroup& group) const {
+  math::OptimizerHyper h;
+  h.kind = math::OptimizerKind::Adam;
+  h.lr = *group.lr;
+  h.weight_decay = *group.weight_decay;
+  h.beta1 = group.get("beta1");
+  h.beta2 = group.get("beta2");
+  h.eps = group.get("eps");
+  h.decoupled_weight_decay = decoupled_;
+  h.amsgrad = group.get("amsgrad") != 0;
+  h.maximize = group.get("maximize") != 0;
+  return h;
 }
+
+std::vector<std::string> Adam::step_buffers(const ParamGroup& group) const { return required_buffers(group); }
 
 }  // namespace mantissa::optim

@@ -34,8 +34,8 @@ class Adam : public Optimizer {
   // For AdamW: `decoupled` decays the weight instead of adding to the gradient.
   Adam(std::string name, std::vector<ParamGroup> groups, const AdamOptions& defaults, bool decoupled);
 
-  void update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state,
-              float inv_scale) override;
+  math::OptimizerHyper step_hyper(const ParamGroup& group) const override;
+  std::vector<std::string> step_buffers(const ParamGroup& group) const override;
   void check_group(const ParamGroup& group) const override;
   std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}; }
   std::vector<std::string> required_buffers(const ParamGroup& group) const override;

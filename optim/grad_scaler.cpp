@@ -1,11 +1,14 @@
 #include "optim/grad_scaler.h"
 
 #include <cmath>
+#include <limits>
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/backend.h"
 #include "core/error.h"
+#include "core/launch.h"
+#include "core/profiler.h"
 #include "optim/optimizer.h"
 
 namespace mantissa::amp {
@@ -21,18 +24,25 @@ struct SinkScope {
   ~SinkScope() { autograd::set_found_inf_sink(prev); }
 };
 
+constexpr double kMaxFloat = std::numeric_limits<float>::max();
+
 }  // namespace
 
-GradScaler::GradScaler(const GradScalerOptions& o) : opts_(o), scale_(o.init_scale) {
-  MT_CHECK(o.init_scale > 0 && std::isfinite(o.init_scale), "GradScaler", "init_scale must be positive, got ",
-           o.init_scale);
+GradScaler::GradScaler(const GradScalerOptions& o) : opts_(o) {
+  MT_CHECK(o.init_scale > 0 && o.init_scale <= kMaxFloat, "GradScaler",
+           "init_scale must be positive and finite in float32, got ", o.init_scale);
   MT_CHECK(o.growth_factor > 1, "GradScaler", "growth_factor must be > 1, got ", o.growth_factor);
   MT_CHECK(o.backoff_factor > 0 && o.backoff_factor < 1, "GradScaler", "backoff_factor must be in (0, 1), got ",
            o.backoff_factor);
-  MT_CHECK(o.growth_interval > 0, "GradScaler", "growth_interval must be positive, got ", o.growth_interval);
-  MT_CHECK(o.hysteresis >= 1, "GradScaler", "hysteresis must be >= 1, got ", o.hysteresis);
+  MT_CHECK(o.growth_interval > 0 && o.growth_interval <= std::numeric_limits<int32_t>::max(), "GradScaler",
+           "growth_interval must be positive, got ", o.growth_interval);
+  MT_CHECK(o.hysteresis >= 1 && o.hysteresis <= std::numeric_limits<int32_t>::max(), "GradScaler",
+           "hysteresis must be >= 1, got ", o.hysteresis);
   MT_CHECK(o.min_scale >= 0 && o.min_scale <= o.init_scale, "GradScaler", "min_scale must be in [0, init_scale], got ",
            o.min_scale);
+  // The state starts on the CPU and follows the first loss to its device (place_on).
+  scale_ = full({1}, o.init_scale, {.dtype = DType::Float32});
+  counters_ = zeros({3}, {.dtype = DType::Int32});
   sink_.owner = this;
 }
 
@@ -42,6 +52,30 @@ Tensor GradScaler::Sink::flag_for(Device device) {
   return f;
 }
 
+void GradScaler::place_on(Device device) {
+  if (scale_.device() == device) return;
+  NoGradGuard no_grad;
+  scale_ = launch::to_device(scale_, device);
+  counters_ = launch::to_device(counters_, device);
+}
+
+Tensor GradScaler::combined_flag() const {
+  if (flags_.empty()) return Tensor();
+  const Device home = scale_.device();
+  if (flags_.size() == 1 && flags_.begin()->second.device() == home) return flags_.begin()->second;
+  // Several devices (or a flag elsewhere): sum them on the scaler's device; nonzero = overflow.
+  NoGradGuard no_grad;
+  Tensor sum = zeros({1}, {.dtype = DType::Float32, .device = home});
+  for (const auto& [key, f] : flags_) sum = sum + (f.device() == home ? f : launch::to_device(f, home));
+  return sum;
+}
+
+std::vector<int32_t> GradScaler::counters() const { return counters_.to_vector<int32_t>(); }
+
+double GradScaler::scale() const { return opts_.enabled ? double(scale_.item<float>()) : 1.0; }
+int64_t GradScaler::skipped_steps() const { return counters()[2]; }
+int64_t GradScaler::growth_tracker() const { return counters()[0]; }
+
 void GradScaler::backward(const Tensor& loss, bool retain_graph) {
   if (!opts_.enabled) {
     loss.backward({}, retain_graph);
@@ -49,9 +83,12 @@ void GradScaler::backward(const Tensor& loss, bool retain_graph) {
   }
   MT_CHECK(loss.defined() && loss.numel() == 1, "GradScaler::backward", "expected a scalar loss, got shape ",
            loss.defined() ? loss.shape_str() : std::string("undefined"));
+  place_on(loss.device());
   // The scale must be representable: seed in fp32 even if the loss was computed in fp16.
   Tensor l = loss.dtype() == DType::Float32 || loss.dtype() == DType::Float64 ? loss : loss.to(DType::Float32);
-  Tensor seed = full(l.sizes(), scale_, {.dtype = l.dtype(), .device = l.device()});
+  // The seed S is copied from the device-resident scale: no host round trip.
+  Tensor seed = make_tensor(l.sizes(), l.dtype(), l.device());
+  backend_for(l.device()).copy(scale_.reshape(l.sizes()), seed);
   SinkScope scope(&sink_);
   autograd::run_backward({l}, {seed}, retain_graph, false);
 }
@@ -67,10 +104,13 @@ bool GradScaler::unscale_(optim::Optimizer& opt) {
   MT_CHECK(stage_ == Stage::Ready, "GradScaler::unscale_",
            "unscale_() was already called (or step() taken) since the last update()");
   NoGradGuard no_grad;
-  const double inv = 1.0 / scale_;
+  std::map<int, Tensor> inv_scales;  // 1 / S on each gradient's device
   for (const Tensor& p : opt.parameters()) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
+    Tensor& inv = inv_scales[device_key(g.device())];
+    if (!inv.defined())
+      inv = reciprocal(g.device() == scale_.device() ? scale_ : launch::to_device(scale_, g.device()));
     // Gradients that did not come through scaler.backward are checked here.
     Tensor flag = sink_.flag_for(g.device());
     backend_for(g.device()).accumulate_grad(g * inv, g, /*init=*/true, flag);
@@ -86,48 +126,40 @@ bool GradScaler::step(optim::Optimizer& opt) {
     return true;
   }
   MT_CHECK(stage_ != Stage::Stepped, "GradScaler::step", "step() was already called since the last update()");
-  const bool inf = found_inf();
-  const float inv_scale = stage_ == Stage::Unscaled ? 1.0f : float(1.0 / scale_);
+  const bool unscaled = stage_ == Stage::Unscaled;
   stage_ = Stage::Stepped;
-  if (inf) {
-    ++skipped_;
-    return false;
+  const Tensor flag = combined_flag();
+  if (scale_.device().is_cpu()) {
+    // CPU state: reading it is free, so decide here exactly as the unfused code did.
+    if (flag.defined() && flag.item<float>() != 0.0f) return false;
+    opt.step({.inv_scale = unscaled ? 1.0f : float(1.0 / double(scale_.item<float>()))});
+    return true;
   }
-  opt.step({.inv_scale = inv_scale});
+  opt.step({.found_inf = flag, .scale = unscaled ? Tensor() : scale_});
   return true;
 }
 
 void GradScaler::update() {
   if (!opts_.enabled) return;
-  const bool inf = found_inf();
-  if (opts_.dynamic) {
-    if (inf) {
-      growth_tracker_ = 0;
-      if (++overflows_in_a_row_ >= opts_.hysteresis) {
-        scale_ = std::max(scale_ * opts_.backoff_factor, opts_.min_scale);
-        overflows_in_a_row_ = 0;
-      }
-    } else {
-      overflows_in_a_row_ = 0;
-      if (++growth_tracker_ >= opts_.growth_interval) {
-        const double grown = scale_ * opts_.growth_factor;
-        if (std::isfinite(float(grown))) scale_ = grown;  // never grow past fp32 range
-        growth_tracker_ = 0;
-      }
-    }
-  }
-  for (auto& [key, f] : flags_) f.zero_();
+  profiler::Range range("GradScaler.update");
+  NoGradGuard no_grad;
+  const math::ScaleUpdate rule{float(opts_.growth_factor),     float(opts_.backoff_factor), float(opts_.min_scale),
+                               int32_t(opts_.growth_interval), int32_t(opts_.hysteresis),   opts_.dynamic,
+                               stage_ == Stage::Stepped};
+  const Tensor flag = combined_flag();
+  // Reads the flag, adjusts scale and counters, then clears the flag, all on the device.
+  backend_for(scale_.device()).update_scale(scale_, counters_, flag, rule);
+  for (auto& [key, f] : flags_)
+    if (!f.is_same(flag)) f.zero_();
   stage_ = Stage::Ready;
 }
 
 std::map<std::string, double> GradScaler::state_dict() const {
-  return {{"scale", scale_},
-          {"growth_factor", opts_.growth_factor},
-          {"backoff_factor", opts_.backoff_factor},
-          {"growth_interval", double(opts_.growth_interval)},
-          {"growth_tracker", double(growth_tracker_)},
-          {"overflows_in_a_row", double(overflows_in_a_row_)},
-          {"skipped_steps", double(skipped_)}};
+  const std::vector<int32_t> c = counters();
+  return {{"scale", double(scale_.item<float>())},  {"growth_factor", opts_.growth_factor},
+          {"backoff_factor", opts_.backoff_factor}, {"growth_interval", double(opts_.growth_interval)},
+          {"growth_tracker", double(c[0])},         {"overflows_in_a_row", double(c[1])},
+          {"skipped_steps", double(c[2])}};
 }
 
 void GradScaler::load_state_dict(const std::map<std::string, double>& s) {
@@ -140,15 +172,21 @@ void GradScaler::load_state_dict(const std::map<std::string, double>& s) {
                  k == "growth_tracker" || k == "overflows_in_a_row" || k == "skipped_steps",
              "GradScaler::load_state_dict", "unexpected key '", k, "'");
   }
-  MT_CHECK(s.at("scale") > 0 && std::isfinite(s.at("scale")), "GradScaler::load_state_dict",
-           "scale must be positive and finite, got ", s.at("scale"));
-  scale_ = s.at("scale");
+  MT_CHECK(s.at("scale") > 0 && s.at("scale") <= kMaxFloat, "GradScaler::load_state_dict",
+           "scale must be positive and finite in float32, got ", s.at("scale"));
+  for (const char* k : {"growth_tracker", "overflows_in_a_row", "skipped_steps"})
+    MT_CHECK(s.at(k) >= 0 && s.at(k) <= double(std::numeric_limits<int32_t>::max()), "GradScaler::load_state_dict", "'",
+             k, "' must be a non-negative 32-bit count, got ", s.at(k));
+  NoGradGuard no_grad;
+  const Device home = scale_.device();
+  scale_ = full({1}, s.at("scale"), {.dtype = DType::Float32, .device = home});
+  counters_ =
+      from_vector<int32_t>(
+          {int32_t(s.at("growth_tracker")), int32_t(s.at("overflows_in_a_row")), int32_t(s.at("skipped_steps"))}, {3})
+          .to(home);
   opts_.growth_factor = s.at("growth_factor");
   opts_.backoff_factor = s.at("backoff_factor");
   opts_.growth_interval = int64_t(s.at("growth_interval"));
-  growth_tracker_ = int64_t(s.at("growth_tracker"));
-  overflows_in_a_row_ = int64_t(s.at("overflows_in_a_row"));
-  skipped_ = int64_t(s.at("skipped_steps"));
 }
 
 }  // namespace mantissa::amp

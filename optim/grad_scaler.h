@@ -7,12 +7,20 @@
 //   scaler.step(opt);        // skipped if any grad overflowed, else one fused unscale+update+refresh pass
 //   scaler.update();         // adjusts S
 //
+// On a GPU the scale, its counters and the found-inf flag live in device memory (the
+// device of the first loss passed to backward): step() hands them to the optimizer's
+// kernels, which skip the update on the device, and update() adjusts the scale in a
+// one-thread kernel, so a training step never waits for the GPU. The readers below
+// (scale(), found_inf(), skipped_steps(), state_dict(), unscale_()'s result) copy values
+// back and therefore synchronise; call them for logging, not every step.
+//
 // A static scale (the mixed-precision paper's constant loss scale) is
 // GradScaler({.init_scale = 128, .dynamic = false}). With enabled = false every call
 // degrades to the plain fp32 behaviour (bf16 autocast needs no scaling).
 #pragma once
 #include <map>
 #include <string>
+#include <vector>
 
 #include "autograd/node.h"
 #include "core/tensor.h"
@@ -44,15 +52,20 @@ class GradScaler {
   // does not unscale again. Returns whether a non-finite gradient was found.
   bool unscale_(optim::Optimizer& opt);
   // Runs opt.step with the gradients unscaled in the same pass, unless an inf/NaN was
-  // found during backward; returns whether the step was taken.
+  // found during backward. Returns whether the step was taken; with the state on a GPU the
+  // decision is the device's, and this returns true ("queued"): ask found_inf() to know.
   bool step(optim::Optimizer& opt);
-  // Adjusts the scale for the next iteration and clears the overflow flag.
+  // Adjusts the scale for the next iteration, counts a skipped step, clears the overflow flag.
   void update();
 
-  double scale() const { return opts_.enabled ? scale_ : 1.0; }
-  int64_t skipped_steps() const { return skipped_; }
-  int64_t growth_tracker() const { return growth_tracker_; }
+  // The current loss scale (1 when disabled).
+  double scale() const;
+  // Steps skipped for overflow, counted by update().
+  int64_t skipped_steps() const;
+  int64_t growth_tracker() const;
   bool found_inf() const;
+  // The scale as the kernels read it: float32 [1] on the scaler's device.
+  const Tensor& scale_tensor() const { return scale_; }
   bool is_enabled() const { return opts_.enabled; }
   const GradScalerOptions& options() const { return opts_; }
 
@@ -66,11 +79,16 @@ class GradScaler {
   };
   enum class Stage { Ready, Unscaled, Stepped };
 
+  // Moves the scale and counters to `device` (the first loss's device; rarely changes).
+  void place_on(Device device);
+  // The found-inf flags of every device OR-ed into one float32 [1] on the scaler's device
+  // (the flag itself in the usual single-device case); undefined when there is none.
+  Tensor combined_flag() const;
+  std::vector<int32_t> counters() const;
+
   GradScalerOptions opts_;
-  double scale_;
-  int64_t growth_tracker_ = 0;
-  int64_t overflows_in_a_row_ = 0;
-  int64_t skipped_ = 0;
+  Tensor scale_;     // float32 [1]
+  Tensor counters_;  // int32 [3]: growth_tracker, overflows_in_a_row, skipped_steps
   Stage stage_ = Stage::Ready;
   std::map<int, Tensor> flags_;  // found-inf flag per device (float32 [1] on that device)
   Sink sink_;

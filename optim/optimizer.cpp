@@ -7,6 +7,9 @@
 
 #include "autograd/grad_mode.h"
 #include "core/error.h"
+#include "core/launch.h"
+#include "core/profiler.h"
+#include "optim/fused_step.h"
 
 namespace mantissa::optim {
 
@@ -80,42 +83,142 @@ std::vector<Tensor> Optimizer::parameters() const {
   return out;
 }
 
+namespace {
+
+// The step count as the kernels left it (see ParamState::step_count).
+void refresh_step(ParamState& st) {
+  if (st.step_count.defined()) st.step = st.step_count.item<int64_t>();
+}
+
+int device_key(Device d) { return int(d.type) * 1024 + d.index; }
+
+}  // namespace
+
 const ParamState* Optimizer::state(int64_t index) const {
   auto it = state_.find(index);
-  return it == state_.end() ? nullptr : &it->second;
+  if (it == state_.end()) return nullptr;
+  refresh_step(it->second);
+  return &it->second;
 }
 
 void Optimizer::step(const StepOptions& opts) {
   const std::string op = name_ + ".step";
-  if (opts.found_inf.defined()) {
+  profiler::Range range(op.c_str());
+  MT_CHECK(std::isfinite(opts.inv_scale), op, "inv_scale must be finite, got ", opts.inv_scale);
+  if (opts.found_inf.defined())
     MT_CHECK(opts.found_inf.numel() == 1, op, "found_inf must have one element, got shape ",
              opts.found_inf.shape_str());
-    if (opts.found_inf.item<double>() != 0) return;  // overflow: skip, leave everything as it was
-  }
-  MT_CHECK(std::isfinite(opts.inv_scale), op, "inv_scale must be finite, got ", opts.inv_scale);
+  if (opts.scale.defined())
+    MT_CHECK(opts.scale.numel() == 1 && opts.scale.dtype() == DType::Float32, op,
+             "scale must be a float32 tensor of one element, got ", opts.scale.shape_str(), " ",
+             dtype_name(opts.scale.dtype()));
   NoGradGuard no_grad;
-  int64_t index = 0;
-  for (const auto& group : groups_) {
-    check_group(group);  // users and schedulers edit hyper-parameters between steps
-    for (const auto& p : group.params) {
-      const Tensor grad = p.grad();
-      if (grad.defined()) {
-        const bool fresh = !state_.count(index);
-        ParamState& st = state_[index];
-        ++st.step;
-        try {
-          update(group, p, grad, st, opts.inv_scale);
-        } catch (...) {
-          if (fresh)
-            state_.erase(index);
-          else
-            --st.step;
-          throw;
-        }
+  for (const auto& group : groups_) check_group(group);  // users and schedulers edit them between steps
+
+  bool any = false, any_cpu = false;
+  for (const auto& group : groups_)
+    for (const auto& p : group.params)
+      if (p.grad().defined()) {
+        any = true;
+        any_cpu = any_cpu || p.device().is_cpu();
       }
-      ++index;
+  if (!any) return;
+  // On the CPU the flag is plain memory: decide here and leave everything untouched. On a
+  // GPU the kernels read it, so the host never waits.
+  Tensor device_flag;
+  if (opts.found_inf.defined()) {
+    if (any_cpu || opts.found_inf.device().is_cpu()) {
+      if (opts.found_inf.item<double>() != 0) return;
+    } else {
+      device_flag = opts.found_inf;
     }
   }
+  // The flag and the scale as each device's kernels read them (moved once per device).
+  std::map<int, Tensor> flags, scales;
+  auto on = [](std::map<int, Tensor>& cache, const Tensor& t, Device d) {
+    if (!t.defined()) return Tensor();
+    Tensor& slot = cache[device_key(d)];
+    if (!slot.defined()) slot = t.device() == d ? t : launch::to_device(t, d);
+    return slot;
+  };
+
+  // Everything is checked and prepared before the first kernel runs; new state joins after.
+  std::map<int64_t, ParamState> fresh_states;
+  struct NewBuffer {
+    int64_t index;
+    std::string name;
+    Tensor buffer;
+  };
+  std::vector<NewBuffer> new_buffers;
+  std::vector<detail::AfterStep> after;
+  struct Launch {
+    Device device;
+    FusedStepArgs args;
+  };
+  std::vector<Launch> launches;
+  int64_t index = 0;
+  for (const auto& group : groups_) {
+    const math::OptimizerHyper hyper = step_hyper(group);
+    const std::vector<std::string> names = step_buffers(group);
+    MT_CHECK(names.size() <= 3, op, "internal: at most 3 state buffers per parameter");
+    std::map<std::pair<int, DType>, size_t> launch_of;  // (device, master dtype) -> launches index
+    for (const auto& p : group.params) {
+      const int64_t i = index++;
+      const Tensor grad = p.grad();
+      if (!grad.defined()) continue;
+      auto existing = state_.find(i);
+      const bool is_new = existing == state_.end();
+      ParamState& st = is_new ? fresh_states[i] : existing->second;
+
+      FusedStepTensor t = detail::prepare_param(op.c_str(), p, grad, after);
+      const Device dev = p.device();
+      bool fresh_momentum = false;
+      for (size_t k = 0; k < names.size(); ++k) {
+        auto b = st.buffers.find(names[k]);
+        if (b != st.buffers.end()) {
+          const Tensor& buf = b->second;
+          MT_CHECK(buf.device() == dev && buf.dtype() == p.dtype() && buf.sizes() == p.sizes() && buf.is_contiguous(),
+                   op, "state '", names[k], "' of parameter ", i, " is ", buf.shape_str(), " ", dtype_name(buf.dtype()),
+                   " on ", buf.device(), " but the parameter is ", p.shape_str(), " ", dtype_name(p.dtype()), " on ",
+                   dev, " (move a model before building its optimizer)");
+          t.state[k] = buf;
+        } else {
+          t.state[k] = zeros(p.sizes(), {p.dtype(), dev});
+          new_buffers.push_back({i, names[k], t.state[k]});
+          fresh_momentum = fresh_momentum || names[k] == "momentum_buffer";
+        }
+      }
+      if (!st.step_count.defined() || st.step_count.device() != dev)
+        st.step_count = full({1}, st.step, {.dtype = DType::Int64, .device = dev});
+      t.step = st.step_count;
+      if (fresh_momentum) {
+        // SGD's buffer starts as the gradient on its first update: the count after the next
+        // update that is not skipped. For new state that is 1; a buffer missing from existing
+        // state (momentum switched on later) needs the count, read back only in that rare case.
+        st.first_at_step = (is_new ? 0 : st.step_count.item<int64_t>()) + 1;
+      }
+      t.first_at_step = st.first_at_step;
+
+      auto key = std::make_pair(device_key(dev), p.dtype());
+      auto l = launch_of.find(key);
+      if (l == launch_of.end()) {
+        FusedStepArgs args;
+        args.hyper = hyper;
+        args.num_state = int(names.size());
+        args.inv_scale = opts.inv_scale;
+        args.scale = on(scales, opts.scale, dev);
+        args.found_inf = on(flags, device_flag, dev);
+        l = launch_of.emplace(key, launches.size()).first;
+        launches.push_back({dev, std::move(args)});
+      }
+      launches[l->second].args.tensors.push_back(std::move(t));
+    }
+  }
+
+  for (const Launch& l : launches) backend_for(l.device).fused_optimizer_step(l.args);
+  for (const detail::AfterStep& a : after) detail::finish_param(a);
+  for (auto& [i, st] : fresh_states) state_.emplace(i, std::move(st));
+  for (NewBuffer& b : new_buffers) state_.at(b.index).buffers[b.name] = std::move(b.buffer);
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
@@ -139,7 +242,8 @@ void Optimizer::zero_grad(bool set_to_none) {
 StateDict Optimizer::state_dict() const {
   NoGradGuard no_grad;
   StateDict sd;
-  for (const auto& [index, st] : state_) {
+  for (auto& [index, st] : state_) {
+    refresh_step(st);
     const std::string prefix = "state." + std::to_string(index) + ".";
     sd.scalars[prefix + "step"] = double(st.step);
     for (const auto& [name, buf] : st.buffers) sd.tensors[prefix + name] = buf.clone();

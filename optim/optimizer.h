@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/elementwise_math.h"
 #include "core/tensor.h"
 
 namespace mantissa::optim {
@@ -49,14 +50,28 @@ struct StepOptions {
   // Gradients are multiplied by this inside the update pass (GradScaler: 1 / scale).
   float inv_scale = 1;
   // Optional flag (one element, e.g. the GradScaler's float32 [1] found-inf): when nonzero
-  // the whole step is skipped and no parameter or state changes.
+  // the whole step is skipped and no parameter or state changes. A flag on the CPU (or any
+  // step with CPU parameters) is read on the host before anything happens; a flag on a GPU
+  // is read by the step kernels on the device, so the host never waits for it (new state
+  // such as zeroed moments may then be allocated, but no value and no step count changes).
   Tensor found_inf = {};
+  // Optional float32 [1] loss scale (the GradScaler's, on the device): gradients are also
+  // divided by it inside the update pass, read on the device.
+  Tensor scale = {};
 };
 
 // Per-parameter optimizer state.
 struct ParamState {
   int64_t step = 0;                       // updates applied to this parameter
   std::map<std::string, Tensor> buffers;  // "momentum_buffer", "exp_avg", ...
+  // The step count as the fused step kernels keep it: int64 [1] on the parameter's device,
+  // incremented by the kernel unless the step is skipped on the device. Once defined it is
+  // the truth; Optimizer::state() and state_dict() copy it into `step` (a host sync on a GPU).
+  Tensor step_count = {};
+  // SGD: the step count at which the momentum buffer starts as the gradient (set when the
+  // buffer is created; a step skipped on the device leaves the count, so the next one still
+  // initialises it). 0: never.
+  int64_t first_at_step = 0;
 };
 
 class Optimizer {
@@ -84,7 +99,8 @@ class Optimizer {
   // Every parameter in group order; a parameter's position here is its state index.
   std::vector<Tensor> parameters() const;
 
-  // The state of the parameter at `index` (null before its first update).
+  // The state of the parameter at `index` (null before its first update). Reads the step
+  // count back from the device (a sync on a GPU).
   const ParamState* state(int64_t index) const;
 
   // A deep copy of the optimizer's state and group hyper-parameters:
@@ -105,10 +121,14 @@ class Optimizer {
   // Adds the constructor's groups (at least one parameter in all).
   void init_groups(std::vector<ParamGroup> groups);
 
-  // One fused update of `param` (its state's step is already incremented). Called under
-  // NoGradGuard for every parameter with a gradient.
-  virtual void update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state,
-                      float inv_scale) = 0;
+  // The fused step kernel's description of `group`: which update (SGD or Adam) and its
+  // hyper-parameters. step() applies it to every parameter with a gradient, in one
+  // multi-tensor pass per group, device and master dtype (core/backend.h FusedStepArgs).
+  virtual math::OptimizerHyper step_hyper(const ParamGroup& group) const = 0;
+  // The state buffers the kernel updates for a parameter of `group`, in the kernel's order
+  // (SGD: momentum_buffer; Adam: exp_avg, exp_avg_sq[, max_exp_avg_sq]). Missing ones
+  // start at zero and join the state after the step.
+  virtual std::vector<std::string> step_buffers(const ParamGroup& group) const = 0;
   // Throws mantissa::Error when the group's hyper-parameters are invalid.
   virtual void check_group(const ParamGroup& group) const = 0;
   // Names of every state buffer this optimizer may keep.
@@ -121,7 +141,7 @@ class Optimizer {
   double default_lr_, default_weight_decay_;
   std::map<std::string, double> default_options_;
   std::vector<ParamGroup> groups_;
-  std::map<int64_t, ParamState> state_;
+  mutable std::map<int64_t, ParamState> state_;  // mutable: readers refresh `step` from step_count
 };
 
 }  // namespace mantissa::optim

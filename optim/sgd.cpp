@@ -1,7 +1,6 @@
 #include "optim/sgd.h"
 
-#include "core/elementwise_math.h"
-#include "optim/fused_step.h"
+#include "core/error.h"
 
 namespace mantissa::optim {
 
@@ -35,33 +34,21 @@ void SGD::check_group(const ParamGroup& g) const {
            ")");
 }
 
-void SGD::update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state, float inv_scale) {
-  const double momentum = group.get("momentum");
-  const bool use_buffer = momentum != 0;
-  const bool first_step = use_buffer && !state.buffers.count("momentum_buffer");
-  // The buffer joins the state only after a successful pass (a failed step changes nothing).
-  Tensor buf;
-  if (use_buffer)
-    buf = first_step ? empty(param.sizes(), {param.dtype(), param.device()}) : state.buffers.at("momentum_buffer");
-  detail::dispatch_master("SGD.step", param, [&]<typename T>() {
-    const math::SgdUpdateT<T> f{T(*group.lr),
-                                T(momentum),
-                                T(1.0 - group.get("dampening")),
-                                T(*group.weight_decay),
-                                group.get("nesterov") != 0,
-                                group.get("maximize") != 0,
-                                first_step};
-    if (use_buffer) {
-      detail::fused_update<T, 1>("SGD.step", param, grad, {buf}, T(inv_scale),
-                                 [&f](T& w, T g, std::array<T, 1>& s) { f(w, g, s[0]); });
-    } else {
-      detail::fused_update<T, 0>("SGD.step", param, grad, {}, T(inv_scale), [&f](T& w, T g, std::array<T, 0>&) {
-        T unused = 0;
-        f(w, g, unused);
-      });
-    }
-  });
-  if (first_step) state.buffers["momentum_buffer"] = buf;
+math::OptimizerHyper SGD::step_hyper(const ParamGroup& group) const {
+  math::OptimizerHyper h;
+  h.kind = math::OptimizerKind::Sgd;
+  h.lr = *group.lr;
+  h.weight_decay = *group.weight_decay;
+  h.momentum = group.get("momentum");
+  h.dampening = group.get("dampening");
+  h.nesterov = group.get("nesterov") != 0;
+  h.maximize = group.get("maximize") != 0;
+  return h;
+}
+
+std::vector<std::string> SGD::step_buffers(const ParamGroup& group) const {
+  if (group.get("momentum") != 0) return {"momentum_buffer"};
+  return {};
 }
 
 }  // namespace mantissa::optim

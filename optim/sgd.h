@@ -28,8 +28,8 @@ class SGD : public Optimizer {
   SGD(std::vector<ParamGroup> groups, const SGDOptions& defaults);
 
  protected:
-  void update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state,
-              float inv_scale) override;
+  math::OptimizerHyper step_hyper(const ParamGroup& group) const override;
+  std::vector<std::string> step_buffers(const ParamGroup& group) const override;
   void check_group(const ParamGroup& group) const override;
   std::vector<std::string> buffer_names() const override { return {"momentum_buffer"}; }
   std::vector<std::string> required_buffers(const ParamGroup&) const override { return {}; }

@@ -1,19 +1,26 @@
-// CUDA backend tests: every kernel of the CUDA dispatch table is run on the same inputs as
-// the CPU kernel and the results compared (the CPU kernels are checked against PyTorch
+// CUDA backend tests: every kernel of the CUDA dispatch table and of the nn kernel table is
+// run on the same inputs as the CPU kernel and the results compared (the CPU kernels are checked against PyTorch
 // elsewhere). Without a GPU each GPU test reports itself skipped; the few tests that need
 // no GPU (clean failure, profiler ranges) always run.
 #include <gtest/gtest.h>
 #include <mantissa.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/backend.h"
+#include "core/nn_kernels.h"
+#include "core/nn_math.h"
 #include "core/shape.h"
 #include "cuda/cuda_api.h"
 #include "cuda/profiler.h"
+#ifdef MANTISSA_WITH_CUDA
+#include "cuda/nn_kernels.h"  // set_conv_force_gemm
+#endif
 
 namespace mt = mantissa;
 
@@ -546,4 +553,448 @@ TEST(CudaAutograd, MlpForwardBackwardMatchesCpu) {
   expect_close(lg, lc, {1e-5, 1e-6}, "loss");
   expect_close(d1, c1, {1e-4, 1e-6}, "grad w1");
   expect_close(d2, c2, {1e-4, 1e-6}, "grad w2");
+}
+
+// ---------------------------------------------------------------- nn kernels (core/nn_kernels.h)
+
+namespace {
+
+const mt::NnKernels& gnn() { return mt::nn_kernels_for(kGpu, "test"); }
+const mt::NnKernels& cnn() { return mt::nn_kernels_for(kCpu, "test"); }
+
+// The accumulation dtype of the nn kernels ("acc" tensors).
+mt::DType acc_of(mt::DType t) { return t == mt::kFloat64 ? mt::kFloat64 : mt::kFloat32; }
+
+// `t` on the GPU; an undefined tensor stays undefined.
+mt::Tensor dev(const mt::Tensor& t) { return t.defined() ? t.to(kGpu) : t; }
+// A fresh CPU or GPU tensor shaped like `t`, or undefined when `want` is false.
+mt::Tensor cpu_out(const mt::Shape& s, mt::DType t, bool want = true) {
+  return want ? mt::empty(s, {.dtype = t}) : mt::Tensor();
+}
+mt::Tensor gpu_out(const mt::Shape& s, mt::DType t, bool want = true) {
+  return want ? mt::empty(s, {.dtype = t, .device = kGpu}) : mt::Tensor();
+}
+
+// Selects the im2col + cuBLAS convolution for the guard's lifetime (a no-op without CUDA).
+struct ForceGemmConv {
+  explicit ForceGemmConv(bool on) { set(on); }
+  ~ForceGemmConv() { set(false); }
+  static void set([[maybe_unused]] bool on) {
+#ifdef MANTISSA_WITH_CUDA
+    mt::cuda::set_conv_force_gemm(on);
+#endif
+  }
+};
+
+mt::Conv2dGeometry conv_geometry(std::vector<int64_t> v) {  // N C H W Cout G KH KW SH SW PH PW DH DW
+  mt::Conv2dGeometry g;
+  g.N = v[0], g.C = v[1], g.H = v[2], g.W = v[3], g.Cout = v[4], g.groups = v[5];
+  g.KH = v[6], g.KW = v[7], g.SH = v[8], g.SW = v[9], g.PH = v[10], g.PW = v[11], g.DH = v[12], g.DW = v[13];
+  g.OH = mt::window_output_size(g.H, g.KH, g.SH, g.PH, g.DH);
+  g.OW = mt::window_output_size(g.W, g.KW, g.SW, g.PW, g.DW);
+  return g;
+}
+
+std::string conv_name(const mt::Conv2dGeometry& g, mt::DType t) {
+  return std::string(mt::dtype_name(t)) + " N" + std::to_string(g.N) + " C" + std::to_string(g.C) + " " +
+         std::to_string(g.H) + "x" + std::to_string(g.W) + " Cout" + std::to_string(g.Cout) + " G" +
+         std::to_string(g.groups) + " K" + std::to_string(g.KH) + "x" + std::to_string(g.KW) + " S" +
+         std::to_string(g.SH) + "," + std::to_string(g.SW) + " P" + std::to_string(g.PH) + "," + std::to_string(g.PW) +
+         " D" + std::to_string(g.DH) + "," + std::to_string(g.DW);
+}
+
+mt::Pool2dGeometry pool_geometry(std::vector<int64_t> v, bool ceil_mode = false) {  // N C H W KH KW SH SW PH PW DH DW
+  mt::Pool2dGeometry g;
+  g.N = v[0], g.C = v[1], g.H = v[2], g.W = v[3];
+  g.KH = v[4], g.KW = v[5], g.SH = v[6], g.SW = v[7], g.PH = v[8], g.PW = v[9], g.DH = v[10], g.DW = v[11];
+  g.OH = mt::window_output_size(g.H, g.KH, g.SH, g.PH, g.DH, ceil_mode);
+  g.OW = mt::window_output_size(g.W, g.KW, g.SW, g.PW, g.DW, ceil_mode);
+  return g;
+}
+
+// Convolutions: as matmul, with room in fp32 for cuDNN's FFT and Winograd algorithms.
+Tol conv_tol(mt::DType t, int64_t k) {
+  if (t != mt::kFloat32) return matmul_tol(t, k);
+  return {3e-5, 1e-5 * std::sqrt(double(std::max<int64_t>(k, 1)))};
+}
+
+// Tolerance for acc-typed statistics (fp32, or fp64 for fp64 inputs) of sums over n terms.
+Tol acc_tol(mt::DType t, int64_t n) { return sum_tol(acc_of(t), n); }
+
+}  // namespace
+
+// The index math only the GPU kernels use, checked here on the CPU: the gather-style backward
+// passes find the outputs covering an input pixel with window_first/last_output and
+// adaptive_first/last_output; every output whose window covers the pixel must be in that range.
+TEST(CudaNnMath, GatherRangesCoverEveryWindow) {
+  for (int64_t in = 1; in <= 12; ++in) {
+    for (int64_t out = 1; out <= 12; ++out)
+      for (int64_t i = 0; i < in; ++i) {
+        const int64_t first = mt::math::adaptive_first_output(i, in, out),
+                      last = mt::math::adaptive_last_output(i, in, out);
+        for (int64_t o = 0; o < out; ++o) {
+          const bool covers = mt::math::adaptive_start(o, in, out) <= i && i < mt::math::adaptive_end(o, in, out);
+          if (covers) {
+            EXPECT_TRUE(first <= o && o <= last) << "adaptive in " << in << " out " << out << " i " << i;
+          }
+        }
+      }
+    for (int64_t k = 1; k <= 5; ++k)
+      for (int64_t s = 1; s <= 3; ++s)
+        for (int64_t p = 0; 2 * p <= k; ++p)
+          for (bool ceil_mode : {false, true}) {
+            const int64_t out = mt::window_output_size(in, k, s, p, 1, ceil_mode);
+            for (int64_t i = 0; i < in; ++i) {
+              const int64_t first = mt::math::window_first_output(i, k, s, p),
+                            last = mt::math::window_last_output(i, s, p, out);
+              for (int64_t o = 0; o < out; ++o) {
+                const mt::math::AvgWindow win = mt::math::avg_window(o, 0, in, 1, k, 1, s, 1, p, 0, true, 0);
+                if (win.divisor && win.h0 <= i && i < win.h1) {
+                  EXPECT_TRUE(first <= o && o <= last)
+                      << "window in " << in << " k " << k << " s " << s << " p " << p << " o " << o << " i " << i;
+                }
+              }
+            }
+          }
+  }
+}
+
+TEST(CudaNn, Im2ColAndCol2ImMatchCpu) {
+  REQUIRE_GPU();
+  for (auto v : std::vector<std::vector<int64_t>>{{2, 3, 7, 6, 1, 1, 3, 2, 2, 1, 1, 0, 1, 2},
+                                                  {1, 2, 9, 9, 1, 1, 3, 3, 2, 2, 2, 1, 2, 2},
+                                                  {3, 1, 5, 4, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1}})
+    for (mt::DType t : kFloatTypes) {
+      const mt::Conv2dGeometry g = conv_geometry(v);
+      const mt::Shape cs{g.N, g.C * g.KH * g.KW, g.OH * g.OW};
+      mt::Tensor x = host_randn({g.N, g.C, g.H, g.W}, t);
+      mt::Tensor want = cpu_out(cs, t), got = gpu_out(cs, t);
+      cnn().im2col(x, want, g);
+      gnn().im2col(dev(x), got, g);
+      expect_close(got, want, {0, 0}, "im2col " + conv_name(g, t));
+      mt::Tensor cols = host_randn(cs, t);
+      mt::Tensor wx = cpu_out(x.sizes(), t), gx = gpu_out(x.sizes(), t);
+      cnn().col2im(cols, wx, g);
+      gnn().col2im(dev(cols), gx, g);
+      expect_close(gx, wx, sum_tol(t, g.KH * g.KW), "col2im " + conv_name(g, t));
+    }
+}
+
+TEST(CudaNn, Conv2dForwardBackwardMatchCpu) {
+  REQUIRE_GPU();
+  // N C H W Cout G KH KW SH SW PH PW DH DW
+  const std::vector<std::vector<int64_t>> cases = {
+      {2, 3, 9, 8, 4, 1, 3, 3, 1, 1, 1, 1, 1, 1},    // 3x3, same padding
+      {3, 4, 11, 10, 6, 2, 3, 2, 2, 1, 1, 0, 2, 1},  // groups, stride, padding, dilation
+      {2, 6, 7, 7, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1},    // depthwise
+      {4, 8, 5, 5, 16, 1, 1, 1, 1, 1, 0, 0, 1, 1},   // pointwise
+      {1, 2, 6, 5, 3, 1, 4, 3, 3, 2, 2, 1, 1, 1},    // stride wider than the overlap
+  };
+  for (bool gemm : {false, true}) {  // cuDNN (when built with it), then im2col + cuBLAS
+    ForceGemmConv force(gemm);
+    for (const auto& v : cases)
+      for (mt::DType t : kFloatTypes)
+        for (bool with_bias : {true, false}) {
+          const mt::Conv2dGeometry g = conv_geometry(v);
+          const int64_t K = g.C / g.groups * g.KH * g.KW, L = g.OH * g.OW;
+          const std::string what = std::string(gemm ? "[gemm] " : "") + conv_name(g, t) + (with_bias ? " +b" : "");
+          mt::Tensor x = host_randn({g.N, g.C, g.H, g.W}, t);
+          mt::Tensor w = host_randn({g.Cout, g.C / g.groups, g.KH, g.KW}, t);
+          mt::Tensor b = with_bias ? host_randn({g.Cout}, t) : mt::Tensor();
+          const mt::Shape ys{g.N, g.Cout, g.OH, g.OW};
+          mt::Tensor wy = cpu_out(ys, t), gy_out = gpu_out(ys, t);
+          cnn().conv2d_forward(x, w, b, wy, g);
+          gnn().conv2d_forward(dev(x), dev(w), dev(b), gy_out, g);
+          expect_close(gy_out, wy, conv_tol(t, K), "conv2d forward " + what);
+
+          mt::Tensor gy = host_randn(ys, t);
+          mt::Tensor cgx = cpu_out(x.sizes(), t), cgw = cpu_out(w.sizes(), t), cgb = cpu_out({g.Cout}, t, with_bias);
+          mt::Tensor ggx = gpu_out(x.sizes(), t), ggw = gpu_out(w.sizes(), t), ggb = gpu_out({g.Cout}, t, with_bias);
+          cnn().conv2d_backward(gy, x, w, cgx, cgw, cgb, g);
+          gnn().conv2d_backward(dev(gy), dev(x), dev(w), ggx, ggw, ggb, g);
+          expect_close(ggx, cgx, conv_tol(t, g.Cout / g.groups * g.KH * g.KW), "conv2d grad x " + what);
+          expect_close(ggw, cgw, conv_tol(t, g.N * L), "conv2d grad w " + what);
+          if (with_bias) expect_close(ggb, cgb, sum_tol(t, g.N * L), "conv2d grad b " + what);
+
+          // Only some gradients wanted.
+          mt::Tensor only_w = gpu_out(w.sizes(), t);
+          gnn().conv2d_backward(dev(gy), dev(x), dev(w), mt::Tensor(), only_w, mt::Tensor(), g);
+          expect_close(only_w, cgw, conv_tol(t, g.N * L), "conv2d grad w alone " + what);
+        }
+  }
+}
+
+TEST(CudaNn, Conv2dTf32SwitchStaysClose) {
+  REQUIRE_GPU();
+  const mt::Conv2dGeometry g = conv_geometry({4, 16, 12, 12, 32, 1, 3, 3, 1, 1, 1, 1, 1, 1});
+  mt::Tensor x = host_randn({g.N, g.C, g.H, g.W}, mt::kFloat32), w = host_randn({g.Cout, g.C, 3, 3}, mt::kFloat32);
+  mt::Tensor want = cpu_out({g.N, g.Cout, g.OH, g.OW}, mt::kFloat32), got = gpu_out(want.sizes(), mt::kFloat32);
+  cnn().conv2d_forward(x, w, mt::Tensor(), want, g);
+  mt::cuda::set_allow_tf32(true);
+  gnn().conv2d_forward(dev(x), dev(w), mt::Tensor(), got, g);
+  mt::cuda::set_allow_tf32(false);
+  const double s = std::sqrt(double(g.C * 9));
+  expect_close(got, want, {5e-3, 5e-3 * s}, "conv2d tf32");
+  gnn().conv2d_forward(dev(x), dev(w), mt::Tensor(), got, g);  // and back to full fp32
+  expect_close(got, want, conv_tol(mt::kFloat32, g.C * 9), "conv2d fp32 after tf32");
+}
+
+TEST(CudaNn, MaxPoolMatchesCpu) {
+  REQUIRE_GPU();
+  // N C H W KH KW SH SW PH PW DH DW, ceil_mode
+  const std::vector<std::pair<std::vector<int64_t>, bool>> cases = {
+      {{2, 3, 9, 8, 3, 3, 2, 2, 1, 1, 1, 1}, false},
+      {{1, 2, 7, 7, 3, 2, 2, 1, 1, 0, 2, 1}, true},
+      {{2, 2, 6, 6, 2, 2, 2, 2, 0, 0, 1, 1}, false},
+      {{1, 1, 10, 9, 4, 3, 3, 2, 2, 1, 1, 2}, true},
+  };
+  for (const auto& [v, ceil_mode] : cases)
+    for (mt::DType t : kFloatTypes) {
+      const mt::Pool2dGeometry g = pool_geometry(v, ceil_mode);
+      mt::Tensor x = host_ints({g.N, g.C, g.H, g.W}, t, 20);  // ties: the first maximum wins
+      x.view({-1}).narrow(0, 3, 1).fill_(NAN);                // NaN propagates
+      const mt::Shape ys{g.N, g.C, g.OH, g.OW};
+      mt::Tensor wy = cpu_out(ys, t), gy = gpu_out(ys, t);
+      mt::Tensor wi = cpu_out(ys, mt::kInt64), gi = gpu_out(ys, mt::kInt64);
+      cnn().max_pool2d(x, wy, wi, g);
+      gnn().max_pool2d(dev(x), gy, gi, g);
+      const std::string what =
+          std::string(mt::dtype_name(t)) + " case " + std::to_string(g.H) + "x" + std::to_string(g.W);
+      expect_close(gy, wy, {0, 0}, "max_pool2d values " + what);
+      expect_close(gi, wi, {0, 0}, "max_pool2d indices " + what);
+    }
+}
+
+TEST(CudaNn, AvgPoolForwardBackwardMatchCpu) {
+  REQUIRE_GPU();
+  for (bool ceil_mode : {false, true})
+    for (bool include_pad : {true, false})
+      for (int64_t divisor : {0, 5})
+        for (mt::DType t : kFloatTypes) {
+          mt::Pool2dGeometry g = pool_geometry({2, 3, 9, 8, 3, 2, 2, 2, 1, 1, 1, 1}, ceil_mode);
+          g.count_include_pad = include_pad;
+          g.divisor_override = divisor;
+          const std::string what = std::string(mt::dtype_name(t)) + (ceil_mode ? " ceil" : "") +
+                                   (include_pad ? " include_pad" : "") + " divisor " + std::to_string(divisor);
+          mt::Tensor x = host_randn({g.N, g.C, g.H, g.W}, t);
+          const mt::Shape ys{g.N, g.C, g.OH, g.OW};
+          mt::Tensor wy = cpu_out(ys, t), gy = gpu_out(ys, t);
+          cnn().avg_pool2d(x, wy, g);
+          gnn().avg_pool2d(dev(x), gy, g);
+          expect_close(gy, wy, sum_tol(t, 6), "avg_pool2d " + what);
+          mt::Tensor go = host_randn(ys, t);
+          mt::Tensor wx = cpu_out(x.sizes(), t), gx = gpu_out(x.sizes(), t);
+          cnn().avg_pool2d_backward(go, wx, g);
+          gnn().avg_pool2d_backward(dev(go), gx, g);
+          expect_close(gx, wx, sum_tol(t, 6), "avg_pool2d backward " + what);
+        }
+}
+
+TEST(CudaNn, AdaptiveAvgPoolForwardBackwardMatchCpu) {
+  REQUIRE_GPU();
+  // (H, W) -> (OH, OW): uneven windows, identity, global, and more outputs than inputs.
+  for (auto [h, w, oh, ow] :
+       std::vector<std::array<int64_t, 4>>{{7, 9, 3, 4}, {6, 6, 6, 6}, {5, 7, 1, 1}, {4, 4, 7, 5}})
+    for (mt::DType t : kFloatTypes) {
+      mt::Pool2dGeometry g;
+      g.N = 2, g.C = 3, g.H = h, g.W = w, g.OH = oh, g.OW = ow;
+      const std::string what = std::string(mt::dtype_name(t)) + " " + std::to_string(h) + "x" + std::to_string(w) +
+                               "->" + std::to_string(oh) + "x" + std::to_string(ow);
+      mt::Tensor x = host_randn({g.N, g.C, h, w}, t);
+      mt::Tensor wy = cpu_out({g.N, g.C, oh, ow}, t), gy = gpu_out({g.N, g.C, oh, ow}, t);
+      cnn().adaptive_avg_pool2d(x, wy, g);
+      gnn().adaptive_avg_pool2d(dev(x), gy, g);
+      expect_close(gy, wy, sum_tol(t, h * w), "adaptive_avg_pool2d " + what);
+      mt::Tensor go = host_randn({g.N, g.C, oh, ow}, t);
+      mt::Tensor wx = cpu_out(x.sizes(), t), gx = gpu_out(x.sizes(), t);
+      cnn().adaptive_avg_pool2d_backward(go, wx, g);
+      gnn().adaptive_avg_pool2d_backward(dev(go), gx, g);
+      expect_close(gx, wx, sum_tol(t, 4), "adaptive_avg_pool2d backward " + what);
+    }
+}
+
+TEST(CudaNn, LayerNormForwardBackwardMatchCpu) {
+  REQUIRE_GPU();
+  // (rows, n): a warp per row, a block per row, one long row
+  for (auto [M, n] : std::vector<std::pair<int64_t, int64_t>>{{7, 33}, {3, 1000}, {1, 5000}, {300, 64}})
+    for (mt::DType t : kFloatTypes)
+      for (bool affine : {true, false}) {
+        const mt::DType A = acc_of(t);
+        const std::string what = std::string(mt::dtype_name(t)) + " [" + std::to_string(M) + ", " + std::to_string(n) +
+                                 "]" + (affine ? " affine" : "");
+        mt::Tensor x = host_randn({M, n}, mt::kFloat64).mul_(2).add_(1).to(t);
+        mt::Tensor w = affine ? host_randn({n}, A) : mt::Tensor(), b = affine ? host_randn({n}, A) : mt::Tensor();
+        mt::Tensor wy = cpu_out({M, n}, t), wm = cpu_out({M}, A), wr = cpu_out({M}, A);
+        mt::Tensor gy = gpu_out({M, n}, t), gm = gpu_out({M}, A), gr = gpu_out({M}, A);
+        cnn().layer_norm(x, w, b, 1e-5, wy, wm, wr);
+        gnn().layer_norm(dev(x), dev(w), dev(b), 1e-5, gy, gm, gr);
+        expect_close(gy, wy, sum_tol(t, 8), "layer_norm y " + what);
+        expect_close(gm, wm, acc_tol(t, 4), "layer_norm mean " + what);
+        expect_close(gr, wr, acc_tol(t, 4), "layer_norm rstd " + what);
+
+        mt::Tensor go = host_randn({M, n}, t);
+        mt::Tensor cgx = cpu_out({M, n}, t), cgw = cpu_out({n}, A), cgb = cpu_out({n}, A);
+        mt::Tensor ggx = gpu_out({M, n}, t), ggw = gpu_out({n}, A), ggb = gpu_out({n}, A);
+        cnn().layer_norm_backward(go, x, wm, wr, w, cgx, cgw, cgb);
+        gnn().layer_norm_backward(dev(go), dev(x), dev(wm), dev(wr), dev(w), ggx, ggw, ggb);
+        expect_close(ggx, cgx, sum_tol(t, 8), "layer_norm grad x " + what);
+        expect_close(ggw, cgw, acc_tol(t, M), "layer_norm grad w " + what);
+        expect_close(ggb, cgb, acc_tol(t, M), "layer_norm grad b " + what);
+      }
+}
+
+TEST(CudaNn, BatchNormStatsApplyBackwardMatchCpu) {
+  REQUIRE_GPU();
+  for (const mt::Shape& s : std::vector<mt::Shape>{{4, 3, 5, 6}, {16, 8}, {2, 5, 3000}})
+    for (mt::DType t : kFloatTypes) {
+      const mt::DType A = acc_of(t);
+      const int64_t C = s[1], count = mt::shape_numel(s) / C;
+      const std::string what = std::string(mt::dtype_name(t)) + " " + mt::shape_str(s);
+      mt::Tensor x = host_randn(s, mt::kFloat64).mul_(3).add_(2).to(t);
+      mt::Tensor wm = cpu_out({C}, A), wv = cpu_out({C}, A), gm = gpu_out({C}, A), gv = gpu_out({C}, A);
+      cnn().batch_norm_stats(x, wm, wv);
+      gnn().batch_norm_stats(dev(x), gm, gv);
+      expect_close(gm, wm, acc_tol(t, 8), "batch_norm mean " + what);
+      expect_close(gv, wv, acc_tol(t, 16), "batch_norm var " + what);
+
+      mt::Tensor scale = host_randn({C}, A), shift = host_randn({C}, A);
+      mt::Tensor wy = cpu_out(s, t), gy = gpu_out(s, t);
+      cnn().batch_norm_apply(x, scale, shift, wy);
+      gnn().batch_norm_apply(dev(x), dev(scale), dev(shift), gy);
+      expect_close(gy, wy, sum_tol(t, 4), "batch_norm apply " + what);
+
+      mt::Tensor invstd = mt::rsqrt(wv + 1e-5), w = host_randn({C}, A), go = host_randn(s, t);
+      for (bool training : {true, false}) {
+        mt::Tensor cgx = cpu_out(s, t), cgw = cpu_out({C}, A), cgb = cpu_out({C}, A);
+        mt::Tensor ggx = gpu_out(s, t), ggw = gpu_out({C}, A), ggb = gpu_out({C}, A);
+        cnn().batch_norm_backward(go, x, wm, invstd, w, training, cgx, cgw, cgb);
+        gnn().batch_norm_backward(dev(go), dev(x), dev(wm), dev(invstd), dev(w), training, ggx, ggw, ggb);
+        const std::string w2 = what + (training ? " training" : " eval");
+        expect_close(ggx, cgx, sum_tol(t, 16), "batch_norm grad x " + w2);
+        expect_close(ggw, cgw, acc_tol(t, count), "batch_norm grad w " + w2);
+        expect_close(ggb, cgb, acc_tol(t, count), "batch_norm grad b " + w2);
+      }
+    }
+}
+
+TEST(CudaNn, CrossEntropyForwardBackwardMatchCpu) {
+  REQUIRE_GPU();
+  const int64_t ignore = -100;
+  for (auto [M, C] : std::vector<std::pair<int64_t, int64_t>>{{8, 10}, {5, 1000}, {3, 3}, {70, 300}})
+    for (mt::DType t : kFloatTypes)
+      for (bool weighted : {false, true})
+        for (double smoothing : {0.0, 0.1}) {
+          const mt::DType A = acc_of(t);
+          const std::string what = std::string(mt::dtype_name(t)) + " [" + std::to_string(M) + ", " +
+                                   std::to_string(C) + "]" + (weighted ? " weighted" : "") + " smoothing " +
+                                   std::to_string(smoothing);
+          mt::Tensor x = host_randn({M, C}, mt::kFloat64).mul_(3).to(t);
+          mt::Tensor target = mt::randint(0, C, {M});
+          target.view({-1}).narrow(0, 1, 1).fill_(ignore);
+          mt::Tensor w = weighted ? (mt::abs(host_randn({C}, A)) + 0.1).to(A) : mt::Tensor();
+          mt::Tensor wl = cpu_out({M}, A), wz = cpu_out({M}, A), gl = gpu_out({M}, A), gz = gpu_out({M}, A);
+          cnn().cross_entropy(x, target, w, ignore, smoothing, wl, wz);
+          gnn().cross_entropy(dev(x), dev(target), dev(w), ignore, smoothing, gl, gz);
+          expect_close(gz, wz, acc_tol(t, 16), "cross_entropy lse " + what);
+          expect_close(gl, wl, acc_tol(t, 16), "cross_entropy loss " + what);
+
+          mt::Tensor grad = host_randn({M}, A);
+          mt::Tensor wg = cpu_out({M, C}, t), gg = gpu_out({M, C}, t);
+          cnn().cross_entropy_backward(grad, x, target, w, wz, ignore, smoothing, wg);
+          gnn().cross_entropy_backward(dev(grad), dev(x), dev(target), dev(w), dev(wz), ignore, smoothing, gg);
+          Tol tol = tol_for(t);  // p = exp(x - lse): lse's last-bit difference scales every p
+          tol.rtol = std::max(tol.rtol, 1e-5);
+          tol.atol = std::max(tol.atol, 1e-6);
+          expect_close(gg, wg, tol, "cross_entropy grad " + what);
+        }
+}
+
+TEST(CudaNn, CrossEntropyRejectsBadTargetsAndStaysUsable) {
+  REQUIRE_GPU();
+  const int64_t M = 6, C = 4;
+  mt::Tensor x = host_randn({M, C}, mt::kFloat32);
+  mt::Tensor target = mt::from_vector<int64_t>({0, 1, 2, 9, -3, 3});
+  mt::Tensor loss = gpu_out({M}, mt::kFloat32), lse = gpu_out({M}, mt::kFloat32);
+  try {
+    gnn().cross_entropy(dev(x), dev(target), mt::Tensor(), -100, 0.0, loss, lse);
+    ADD_FAILURE() << "an out-of-range target was accepted";
+  } catch (const mt::Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("target 9 at position 3"), std::string::npos) << msg;  // the first bad row, as on the CPU
+  }
+  // Through the public op, and the device is still fine afterwards.
+  EXPECT_THROW(mt::nn::functional::cross_entropy(x.to(kGpu), target.to(kGpu)), mt::Error);
+  mt::Tensor ok = mt::from_vector<int64_t>({0, 1, 2, 3, 0, 1});
+  mt::Tensor lg = mt::nn::functional::cross_entropy(x.to(kGpu), ok.to(kGpu));
+  mt::Tensor lc = mt::nn::functional::cross_entropy(x, ok);
+  expect_close(lg.to(kCpu), lc, {1e-5, 1e-6}, "cross_entropy after an error");
+}
+
+TEST(CudaNn, EmbeddingNllDropoutOnGpu) {
+  REQUIRE_GPU();
+  namespace F = mt::nn::functional;
+  mt::Tensor weight = host_randn({10, 4}, mt::kFloat32);
+  mt::Tensor idx = mt::from_vector<int64_t>({3, 0, 9, 3});
+  expect_close(F::embedding(idx.to(kGpu), weight.to(kGpu)).to(kCpu), F::embedding(idx, weight), {0, 0}, "embedding");
+  EXPECT_THROW(F::embedding(mt::from_vector<int64_t>({1, 10}).to(kGpu), weight.to(kGpu)), mt::Error);
+  EXPECT_THROW(F::embedding(mt::from_vector<int64_t>({-1}).to(kGpu), weight.to(kGpu)), mt::Error);
+
+  mt::Tensor logp = mt::log_softmax(host_randn({5, 4}, mt::kFloat32), 1);
+  EXPECT_THROW(F::nll_loss(logp.to(kGpu), mt::from_vector<int64_t>({0, 1, 2, 3, 4}).to(kGpu)), mt::Error);
+
+  // The dropout mask is drawn on the host: the same seed gives the same mask on both devices.
+  mt::Tensor ones = mt::ones({64, 33});
+  mt::manual_seed(11);
+  mt::Tensor dc = F::dropout(ones, 0.3, true);
+  mt::manual_seed(11);
+  mt::Tensor dg = F::dropout(ones.to(kGpu), 0.3, true);
+  expect_close(dg.to(kCpu), dc, {1e-7, 0}, "dropout mask");
+}
+
+// A small CNN (conv + batch norm + pools + grouped dilated conv + linear) run forward and
+// backward, then updated, on both devices from the same initial weights: the losses,
+// every gradient and the updated loss agree.
+TEST(CudaTrain, TinyCnnStepMatchesCpu) {
+  REQUIRE_GPU();
+  namespace nn = mt::nn;
+  auto make_net = [] {
+    mt::manual_seed(5);
+    return std::make_shared<nn::Sequential>(
+        nn::Conv2d(1, 4, 3, {.padding = 1}), nn::BatchNorm2d(4), nn::ReLU(), nn::MaxPool2d(2),
+        nn::Conv2d(4, 8, 3, {.padding = 2, .dilation = 2, .groups = 2}), nn::ReLU(), nn::AvgPool2d(2),
+        nn::AdaptiveAvgPool2d(1), nn::Flatten(), nn::Linear(8, 10));
+  };
+  mt::Tensor images = host_randn({6, 1, 12, 12}, mt::kFloat32);
+  mt::Tensor labels = mt::randint(0, 10, {6});
+  for (mt::DType amp : {mt::kFloat32, mt::kFloat16, mt::kBFloat16}) {
+    const std::string what = std::string(" (autocast ") + mt::dtype_name(amp) + ")";
+    auto cpu_net = make_net(), gpu_net = make_net();
+    gpu_net->to(kGpu);
+    auto step = [&](nn::Sequential& net, mt::Device d, std::vector<mt::Tensor>& grads) {
+      mt::Tensor loss;
+      {
+        mt::amp::Autocast ac(amp == mt::kFloat32 ? mt::kFloat16 : amp, amp != mt::kFloat32, d.type);
+        loss = nn::functional::cross_entropy(net(images.to(d)), labels.to(d));
+      }
+      loss.backward();
+      mt::NoGradGuard no_grad;
+      for (mt::Tensor& p : net.parameters()) {
+        grads.push_back(p.grad().to(kCpu));
+        p.add_(p.grad(), -0.1);
+      }
+      return loss.to(kCpu).to(mt::kFloat64);
+    };
+    std::vector<mt::Tensor> cg, gg;
+    mt::Tensor lc = step(*cpu_net, kCpu, cg), lg = step(*gpu_net, kGpu, gg);
+    const bool reduced = amp != mt::kFloat32;
+    const Tol tol = reduced ? Tol{3e-2, 3e-3} : Tol{1e-4, 1e-5};
+    expect_close(lg, lc, tol, "loss" + what);
+    ASSERT_EQ(cg.size(), gg.size());
+    for (size_t i = 0; i < cg.size(); ++i) {
+      const double scale = mt::abs(cg[i].to(mt::kFloat64)).max().item<double>();
+      expect_close(gg[i], cg[i], {tol.rtol, tol.rtol * scale + tol.atol}, "grad " + std::to_string(i) + what);
+    }
+    std::vector<mt::Tensor> unused;
+    expect_close(step(*gpu_net, kGpu, unused), step(*cpu_net, kCpu, unused), tol, "loss after a step" + what);
+  }
 }

@@ -16,4 +16,6 @@ void index_select(const Tensor& in, int64_t dim, const Tensor& index, const Tens
 void gather(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out);
 void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
 void accumulate_grad(const Tensor& src, const Tensor& dst, bool init, const Tensor& found_inf);
+void fused_optimizer_step(const FusedStepArgs& args);
+void update_scale(const Tensor& scale, const Tensor& counters, const Tensor& found_inf, const math::ScaleUpdate& rule);
 }  // namespace mantissa::cpu

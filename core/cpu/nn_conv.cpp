@@ -20,6 +20,7 @@
 
 #include "core/cpu/loops.h"
 #include "core/cpu/nn_kernels.h"
+#include "core/nn_math.h"
 
 namespace mantissa::cpu {
 
@@ -61,12 +62,12 @@ void im2col_planes(const T* xg, int64_t Cg, const Conv2dGeometry& g, A* col) {
     for (int64_t kh = 0; kh < g.KH; ++kh) {
       for (int64_t kw = 0; kw < g.KW; ++kw) {
         A* row = col + ((c * g.KH + kh) * g.KW + kw) * L;
-        const int64_t woff = kw * g.DW - g.PW;
+        const int64_t woff = math::window_input_index(0, kw, g.SW, g.PW, g.DW);  // input column of ow = 0
         int64_t lo, hi;
         valid_range(woff, g.SW, g.W, g.OW, lo, hi);
         for (int64_t oh = 0; oh < g.OH; ++oh) {
           A* r = row + oh * g.OW;
-          const int64_t ih = oh * g.SH - g.PH + kh * g.DH;
+          const int64_t ih = math::window_input_index(oh, kh, g.SH, g.PH, g.DH);
           if (ih < 0 || ih >= g.H) {
             std::fill(r, r + g.OW, A(0));
             continue;
@@ -94,11 +95,11 @@ void col2im_planes(const A* col, int64_t Cg, const Conv2dGeometry& g, A* xg) {
     for (int64_t kh = 0; kh < g.KH; ++kh) {
       for (int64_t kw = 0; kw < g.KW; ++kw) {
         const A* row = col + ((c * g.KH + kh) * g.KW + kw) * L;
-        const int64_t woff = kw * g.DW - g.PW;
+        const int64_t woff = math::window_input_index(0, kw, g.SW, g.PW, g.DW);  // input column of ow = 0
         int64_t lo, hi;
         valid_range(woff, g.SW, g.W, g.OW, lo, hi);
         for (int64_t oh = 0; oh < g.OH; ++oh) {
-          const int64_t ih = oh * g.SH - g.PH + kh * g.DH;
+          const int64_t ih = math::window_input_index(oh, kh, g.SH, g.PH, g.DH);
           if (ih < 0 || ih >= g.H) continue;
           const A* r = row + oh * g.OW;
           A* dst = plane + ih * g.W + woff;

@@ -39,7 +39,7 @@ void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& wei
         A mx = -std::numeric_limits<A>::infinity();
 #pragma omp simd reduction(max : mx)
         for (int64_t c = 0; c < C; ++c) mx = std::max(mx, cast_to<A>(x[c]));
-        if (std::isinf(mx) && mx < 0) mx = 0;
+        mx = math::softmax_shift(mx);
         A sum = 0;
 #pragma omp simd reduction(+ : sum)
         for (int64_t c = 0; c < C; ++c) sum += math::exp_acc(cast_to<A>(x[c]) - mx);
@@ -50,9 +50,8 @@ void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& wei
           continue;
         }
         const A wt = w ? w[t[r]] : A(1);
-        A l = (A(1) - s) * wt * (z - cast_to<A>(x[t[r]]));
+        A smooth = 0;
         if (s > 0) {
-          A smooth = 0;
           if (w) {
 #pragma omp simd reduction(+ : smooth)
             for (int64_t c = 0; c < C; ++c) smooth += w[c] * (z - cast_to<A>(x[c]));
@@ -60,9 +59,8 @@ void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& wei
 #pragma omp simd reduction(+ : smooth)
             for (int64_t c = 0; c < C; ++c) smooth += z - cast_to<A>(x[c]);
           }
-          l += s / A(C) * smooth;
         }
-        L[r] = l;
+        L[r] = math::cross_entropy_loss(z, cast_to<A>(x[t[r]]), wt, s, A(C), smooth);
       }
     });
   });
@@ -95,21 +93,19 @@ void cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tens
         const T* x = X + r * C;
         const A g = G[r], z = Z[r];
         const A wt = w ? w[t[r]] : A(1);
-        const A target_term = (A(1) - s) * wt;
-        const A a = target_term + s / A(C) * wsum;
+        const math::CrossEntropyGradCoefs<A> k = math::cross_entropy_grad_coefs(wt, s, A(C), wsum);
         const int64_t tc = t[r];
-        const A smooth = s / A(C);
         if (w) {
 #pragma omp simd
           for (int64_t c = 0; c < C; ++c) {
             const A p = math::exp_acc(cast_to<A>(x[c]) - z);
-            gx[c] = cast_to<T>(g * math::cross_entropy_grad(p, c == tc, a, target_term, smooth * w[c]));
+            gx[c] = cast_to<T>(g * math::cross_entropy_grad(p, c == tc, k.a, k.target_term, k.smooth * w[c]));
           }
         } else {
 #pragma omp simd
           for (int64_t c = 0; c < C; ++c) {
             const A p = math::exp_acc(cast_to<A>(x[c]) - z);
-            gx[c] = cast_to<T>(g * math::cross_entropy_grad(p, c == tc, a, target_term, smooth));
+            gx[c] = cast_to<T>(g * math::cross_entropy_grad(p, c == tc, k.a, k.target_term, k.smooth));
           }
         }
       }

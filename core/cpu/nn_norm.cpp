@@ -56,16 +56,16 @@ void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps, c
                                  return d * d;
                                }) /
                     A(n);
-        const A rs = A(1) / std::sqrt(v + A(eps));
+        const A rs = math::inv_std(v, A(eps));
         Mp[r] = m;
         Rp[r] = rs;
         T* yr = Y + r * n;
         if (Wp && Bp) {
 #pragma omp simd
-          for (int64_t i = 0; i < n; ++i) yr[i] = cast_to<T>((cast_to<A>(xr[i]) - m) * rs * Wp[i] + Bp[i]);
+          for (int64_t i = 0; i < n; ++i) yr[i] = cast_to<T>(math::normalize(cast_to<A>(xr[i]), m, rs) * Wp[i] + Bp[i]);
         } else {
           for (int64_t i = 0; i < n; ++i) {
-            A h = (cast_to<A>(xr[i]) - m) * rs;
+            A h = math::normalize(cast_to<A>(xr[i]), m, rs);
             if (Wp) h *= Wp[i];
             if (Bp) h += Bp[i];
             yr[i] = cast_to<T>(h);
@@ -108,7 +108,7 @@ void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
 #pragma omp simd reduction(+ : sg, sgx)
         for (int64_t i = 0; i < n; ++i) {
           gyp[i] = cast_to<A>(gr[i]);
-          xh[i] = (cast_to<A>(xr[i]) - m) * rs;
+          xh[i] = math::normalize(cast_to<A>(xr[i]), m, rs);
           gp[i] = gyp[i] * wv[i];
           sg += gp[i];
           sgx += gp[i] * xh[i];
@@ -224,7 +224,7 @@ void batch_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
           const T* gr = GY + (n * C + c) * S;
           T* gxr = GX + (n * C + c) * S;
           for (int64_t i = 0; i < S; ++i) {
-            const A xhat = (cast_to<A>(xr[i]) - m) * is;
+            const A xhat = math::normalize(cast_to<A>(xr[i]), m, is);
             gxr[i] = cast_to<T>(math::norm_backward(wc * cast_to<A>(gr[i]), xhat, is, mg, mgx));
           }
         }

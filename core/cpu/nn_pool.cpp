@@ -33,20 +33,16 @@ void max_pool2d(const Tensor& x, const Tensor& y, const Tensor& indices, const P
       T* yp = Y + p * g.OH * g.OW;
       int64_t* ip = I + p * g.OH * g.OW;
       for (int64_t oh = 0; oh < g.OH; ++oh) {
-        int64_t h0 = oh * g.SH - g.PH;
-        while (h0 < 0) h0 += g.DH;
-        const int64_t h1 = std::min(oh * g.SH - g.PH + (g.KH - 1) * g.DH + 1, g.H);
+        const math::DilatedRange rh = math::max_window(oh, g.H, g.KH, g.SH, g.PH, g.DH);
         for (int64_t ow = 0; ow < g.OW; ++ow) {
-          int64_t w0 = ow * g.SW - g.PW;
-          while (w0 < 0) w0 += g.DW;
-          const int64_t w1 = std::min(ow * g.SW - g.PW + (g.KW - 1) * g.DW + 1, g.W);
+          const math::DilatedRange rw = math::max_window(ow, g.W, g.KW, g.SW, g.PW, g.DW);
           // As PyTorch: start at the first real element; NaN propagates.
-          int64_t best = h0 * g.W + w0;
+          int64_t best = rh.begin * g.W + rw.begin;
           A bv = -std::numeric_limits<A>::infinity();
-          for (int64_t h = h0; h < h1; h += g.DH)
-            for (int64_t w = w0; w < w1; w += g.DW) {
+          for (int64_t h = rh.begin; h < rh.end; h += g.DH)
+            for (int64_t w = rw.begin; w < rw.end; w += g.DW) {
               const A v = cast_to<A>(xp[h * g.W + w]);
-              if (v > bv || v != v) {
+              if (math::max_pool_takes(v, bv)) {
                 bv = v;
                 best = h * g.W + w;
               }

@@ -1,0 +1,100 @@
+// The CPU row of the fused optimizer step and the loss-scale update (contracts in
+// core/backend.h). The per-element math is core/elementwise_math.h's, shared with
+// cuda/amp_step.cu; on the CPU the flags are plain memory, so reading them is free.
+#include <array>
+#include <type_traits>
+
+#include "core/cpu/kernels.h"
+#include "core/cpu/loops.h"
+#include "core/elementwise_math.h"
+
+namespace mantissa::cpu {
+
+namespace {
+
+// The element loop over one parameter: g = grad * inv_scale, body(w, g, state), wc = round(w).
+// W is the working copy's element type (void: none).
+template <typename T, typename W, int N, typename Body>
+void step_loop(int64_t n, T* w, const T* g, std::array<T*, 3> s, W* wc, T inv_scale, const Body& body) {
+  parallel_for(0, n, kParallelGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      T wi = w[i];
+      std::array<T, 3> si{};
+      for (int k = 0; k < N; ++k) si[k] = s[k][i];
+      body(wi, g[i] * inv_scale, si);
+      w[i] = wi;
+      for (int k = 0; k < N; ++k) s[k][i] = si[k];
+      if constexpr (!std::is_void_v<W>) wc[i] = cast_to<W>(wi);
+    }
+  });
+}
+
+template <typename T, int N, typename Body>
+void step_tensor(const FusedStepTensor& p, T inv_scale, const Body& body) {
+  std::array<T*, 3> s{};
+  for (int k = 0; k < N; ++k) s[k] = p.state[size_t(k)].data_ptr<T>();
+  const int64_t n = p.param.numel();
+  T* w = p.param.data_ptr<T>();
+  const T* g = p.grad.data_ptr<T>();
+  if (!p.working_copy.defined()) return step_loop<T, void, N>(n, w, g, s, nullptr, inv_scale, body);
+  dispatch_floating(p.working_copy.dtype(), "fused_optimizer_step", [&]<typename W>() {
+    step_loop<T, W, N>(n, w, g, s, p.working_copy.data_ptr<W>(), inv_scale, body);
+  });
+}
+
+template <typename T, int N>
+void step_all(const FusedStepArgs& a, T inv_scale) {
+  const math::OptimizerHyper& h = a.hyper;
+  for (const FusedStepTensor& p : a.tensors) {
+    int64_t& count = *p.step.data_ptr<int64_t>();
+    const int64_t t = count + 1;
+    if (h.kind == math::OptimizerKind::Adam) {
+      const math::AdamUpdateT<T> f = math::adam_update_for<T>(h, t);
+      step_tensor<T, N>(p, inv_scale, [&f](T& w, T g, std::array<T, 3>& s) { f(w, g, s[0], s[1], s[2]); });
+    } else {
+      const math::SgdUpdateT<T> f = math::sgd_update_for<T>(h, t == p.first_at_step);
+      step_tensor<T, N>(p, inv_scale, [&f](T& w, T g, std::array<T, 3>& s) { f(w, g, s[0]); });
+    }
+    count = t;
+  }
+}
+
+}  // namespace
+
+void fused_optimizer_step(const FusedStepArgs& a) {
+  if (a.tensors.empty()) return;
+  if (a.found_inf.defined() && *a.found_inf.data_ptr<float>() != 0.0f) return;
+  const DType master = a.tensors.front().param.dtype();
+  for (const FusedStepTensor& p : a.tensors)
+    MT_CHECK(p.param.dtype() == master, "fused_optimizer_step", "one launch mixes ", dtype_name(master), " and ",
+             dtype_name(p.param.dtype()), " masters");
+  // The factor as the unfused code computed it: the host's float inv_scale, then 1 / scale.
+  double inv = a.inv_scale;
+  if (a.scale.defined()) inv = double(float(1.0 / double(*a.scale.data_ptr<float>()))) * a.inv_scale;
+  auto run = [&]<typename T>() {
+    const T inv_scale = T(inv);
+    switch (a.num_state) {
+      case 0:
+        return step_all<T, 0>(a, inv_scale);
+      case 1:
+        return step_all<T, 1>(a, inv_scale);
+      case 2:
+        return step_all<T, 2>(a, inv_scale);
+      default:
+        return step_all<T, 3>(a, inv_scale);
+    }
+  };
+  if (master == DType::Float64)
+    run.template operator()<double>();
+  else
+    run.template operator()<float>();
+}
+
+void update_scale(const Tensor& scale, const Tensor& counters, const Tensor& found_inf, const math::ScaleUpdate& rule) {
+  float* flag = found_inf.defined() ? found_inf.data_ptr<float>() : nullptr;
+  int32_t* c = counters.data_ptr<int32_t>();
+  rule(*scale.data_ptr<float>(), c[0], c[1], c[2], flag != nullptr && *flag != 0.0f);
+  if (flag) *flag = 0.0f;
+}
+
+}  // namespace mantissa::cpu

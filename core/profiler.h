@@ -1,0 +1,63 @@
+// Named profiler ranges (NVTX when the CUDA backend is built), in plain C++ so every layer
+// can mark what it does: each dispatched op (core/backend.cpp wraps the dispatch tables),
+// each module forward with its dotted path (nn::Module::operator()), backward and its
+// nodes (autograd engine), optimizer steps, GradScaler updates and DataLoader batches.
+//
+// Off, a range costs one relaxed load of a global bool and a branch. The switch is
+//   * MANTISSA_NVTX=1 / MANTISSA_NVTX=0 in the environment (wins over the default),
+//   * profiler::set_enabled(on) at run time (wins over everything),
+//   * otherwise on as soon as a CUDA device is found (core/device.cpp), off on the CPU.
+//
+//   { mt::profiler::Range r("data"); batch = next(loader); }
+//   $ nsys profile ./train            # ranges show up in the NVTX row
+#pragma once
+#include <atomic>
+#include <cstdint>
+
+namespace mantissa::profiler {
+
+namespace detail {
+inline std::atomic<bool> g_enabled{false};
+}  // namespace detail
+
+inline bool enabled() { return detail::g_enabled.load(std::memory_order_relaxed); }
+// An explicit choice: later defaults (a CUDA device appearing) no longer change it.
+void set_enabled(bool on);
+// A backend's default (on when a CUDA device is present); ignored once the environment or
+// set_enabled() decided.
+void set_default(bool on);
+
+// Unconditional push/pop through the installed hooks (callers check enabled() first).
+void push(const char* name);
+void pop();
+
+// Where ranges go: NVTX in CUDA builds, nowhere otherwise. Tests install recorders.
+struct Hooks {
+  void (*push)(const char* name) = nullptr;
+  void (*pop)() = nullptr;
+};
+Hooks set_hooks(Hooks hooks);  // returns the previous hooks
+
+// Ranges pushed and popped by this thread since it started (tests check the balance).
+struct Counts {
+  uint64_t pushed = 0, popped = 0;
+};
+Counts thread_counts();
+
+// RAII range; decides once, at construction, whether it pushes.
+class Range {
+ public:
+  explicit Range(const char* name) : active_(enabled()) {
+    if (active_) push(name);
+  }
+  ~Range() {
+    if (active_) pop();
+  }
+  Range(const Range&) = delete;
+  Range& operator=(const Range&) = delete;
+
+ private:
+  bool active_;
+};
+
+}  // namespace mantissa::profiler

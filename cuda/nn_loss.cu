@@ -1,0 +1,145 @@
+// Fused log-softmax + NLL (cross-entropy) on the GPU. Forward: a warp per row of up to 256
+// classes, a block per longer row (max, then sum of exp, then the loss terms); backward: one
+// thread per logit, recomputing softmax from the saved logsumexp. exp is math::exp_acc and the
+// loss and gradient formulas come from core/nn_math.h, as on the CPU.
+//
+// Invalid targets: the forward kernel records the first row whose target is outside [0, C)
+// and not ignore_index in a device word (its loss is written as 0, nothing is read out of
+// bounds); the launcher reads that word back and throws mantissa::Error naming the target.
+// That costs one 8-byte device-to-host read (a stream sync) per forward call.
+#include "core/nn_math.h"
+#include "cuda/kernels.h"
+#include "cuda/nn_common.cuh"
+#include "cuda/nn_kernels.h"
+
+namespace mantissa::cuda {
+
+namespace {
+
+using nn::RowTeam;
+
+// logits: [M, C]; target: int64 [M]; w: acc [C] or null; loss, lse: acc [M]; bad: [1], holds M
+// when every target is valid, else the lowest invalid row.
+// lse[r] = logsumexp(logits[r]); loss[r] = math::cross_entropy_loss(...), 0 where target == ignore_index.
+template <typename T>
+__global__ void cross_entropy_kernel(RowTeam R, const T* x, const int64_t* target, const acc_t<T>* w,
+                                     int64_t ignore_index, acc_t<T> s, acc_t<T>* loss, acc_t<T>* lse,
+                                     unsigned long long* bad, int64_t M, int64_t C) {
+  using A = acc_t<T>;
+  for (int64_t r = R.first(); r < M; r += R.step()) {
+    const T* xr = x + r * C;
+    A mx = -A(INFINITY);
+    for (int64_t c = R.lane(); c < C; c += R.width()) {
+      const A v = cast_to<A>(xr[c]);
+      mx = mx < v ? v : mx;
+    }
+    mx = math::softmax_shift(R.max(mx));
+    A se = 0;
+    for (int64_t c = R.lane(); c < C; c += R.width()) se += math::exp_acc(cast_to<A>(xr[c]) - mx);
+    const A z = mx + std::log(R.sum(se));
+    const int64_t t = target[r];  // uniform across the team, so the branches below are too
+    if (R.lane() == 0) lse[r] = z;
+    if (t == ignore_index || t < 0 || t >= C) {
+      if (R.lane() == 0) {
+        loss[r] = 0;
+        if (t != ignore_index) atomicMin(bad, (unsigned long long)r);
+      }
+      continue;
+    }
+    A smooth = 0;
+    if (s > A(0)) {
+      for (int64_t c = R.lane(); c < C; c += R.width()) smooth += (w ? w[c] : A(1)) * (z - cast_to<A>(xr[c]));
+      smooth = R.sum(smooth);
+    }
+    if (R.lane() == 0) loss[r] = math::cross_entropy_loss(z, cast_to<A>(xr[t]), w ? w[t] : A(1), s, A(C), smooth);
+  }
+}
+
+// w: acc [C] -> out: acc [1], the sum (one block).
+template <typename A>
+__global__ void weight_sum_kernel(const A* w, A* out, int64_t C) {
+  A s = 0;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) s += w[c];
+  s = nn::block_sum(s);
+  if (threadIdx.x == 0) *out = s;
+}
+
+// grad, lse: acc [M]; logits, glogits: [M, C]; target: int64 [M]; w: acc [C] or null;
+// wsum: acc [1] (sum of w) or null (then C).
+// glogits[r, c] = grad[r] * math::cross_entropy_grad(exp(logits[r, c] - lse[r]), ...), 0 in ignored rows.
+template <typename T>
+__global__ void cross_entropy_backward_kernel(const acc_t<T>* grad, const T* x, const int64_t* target,
+                                              const acc_t<T>* w, const acc_t<T>* wsum, const acc_t<T>* lse,
+                                              int64_t ignore_index, acc_t<T> s, T* gx, int64_t M, int64_t C) {
+  using A = acc_t<T>;
+  MT_GRID_LOOP(i, M * C) {
+    const int64_t r = i / C, c = i - r * C, t = target[r];
+    if (t == ignore_index || t < 0 || t >= C) {  // out-of-range targets were rejected by the forward
+      gx[i] = cast_to<T>(0.0f);
+      continue;
+    }
+    const math::CrossEntropyGradCoefs<A> k =
+        math::cross_entropy_grad_coefs(w ? w[t] : A(1), s, A(C), wsum ? *wsum : A(C));
+    const A p = math::exp_acc(cast_to<A>(x[i]) - lse[r]);
+    gx[i] = cast_to<T>(grad[r] * math::cross_entropy_grad(p, c == t, k.a, k.target_term, k.smooth * (w ? w[c] : A(1))));
+  }
+}
+
+// Reads one int64 from device memory (waits for the stream).
+int64_t read_int64(const void* p, cudaStream_t stream) {
+  int64_t v = 0;
+  MT_CUDA_CHECK(cudaMemcpyAsync(&v, p, sizeof v, cudaMemcpyDeviceToHost, stream));
+  MT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return v;
+}
+
+}  // namespace
+
+void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& weight, int64_t ignore_index,
+                   double label_smoothing, const Tensor& loss, const Tensor& lse) {
+  const int64_t C = logits.size(-1), M = target.numel();
+  if (M == 0) return;
+  const int dev = logits.device().index;
+  DeviceGuard guard(dev);
+  const cudaStream_t stream = current_stream(dev);
+  Tensor bad = make_tensor({1}, DType::Int64, logits.device());
+  fill(bad, M);
+  dispatch_floating(logits.dtype(), "cross_entropy", [&]<typename T>() {
+    using A = acc_t<T>;
+    const nn::RowLaunch p = nn::plan_row_launch(M, C, dev);
+    cross_entropy_kernel<T><<<p.grid, p.block, 0, stream>>>(
+        p.team, dptr<const T>(logits), dptr<const int64_t>(target), nn::opt_ptr<A>(weight), ignore_index,
+        A(label_smoothing), dptr<A>(loss), dptr<A>(lse), dptr<unsigned long long>(bad), M, C);
+    MT_CUDA_CHECK_LAUNCH();
+  });
+  const int64_t row = read_int64(bad.raw_data(), stream);
+  if (row < M) {
+    const int64_t t = read_int64(dptr<const int64_t>(target) + row, stream);
+    MT_FAIL("cross_entropy", "target ", t, " at position ", row, " is out of bounds for ", C,
+            " classes (ignore_index is ", ignore_index, ")");
+  }
+}
+
+void cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target, const Tensor& weight,
+                            const Tensor& lse, int64_t ignore_index, double label_smoothing, const Tensor& glogits) {
+  const int64_t C = logits.size(-1), M = target.numel();
+  if (M * C == 0) return;
+  const int dev = logits.device().index;
+  DeviceGuard guard(dev);
+  const cudaStream_t stream = current_stream(dev);
+  dispatch_floating(logits.dtype(), "cross_entropy", [&]<typename T>() {
+    using A = acc_t<T>;
+    Tensor wsum;
+    if (weight.defined()) {
+      wsum = make_tensor({1}, weight.dtype(), logits.device());
+      weight_sum_kernel<A><<<1, 512, 0, stream>>>(dptr<const A>(weight), dptr<A>(wsum), C);
+      MT_CUDA_CHECK_LAUNCH();
+    }
+    cross_entropy_backward_kernel<T><<<grid_for(M * C, dev), kBlock, 0, stream>>>(
+        dptr<const A>(grad), dptr<const T>(logits), dptr<const int64_t>(target), nn::opt_ptr<A>(weight),
+        nn::opt_ptr<A>(wsum), dptr<const A>(lse), ignore_index, A(label_smoothing), dptr<T>(glogits), M, C);
+    MT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace mantissa::cuda
