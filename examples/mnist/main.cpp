@@ -102,9 +102,9 @@ int main(int argc, char** argv) {
     // Fashion-MNIST's pixel statistics; normalized once up front rather than per batch.
     mt::data::Normalize normalize({0.2860}, {0.3530});
     mt::data::DataLoader train_loader(mt::data::TensorDataset(normalize(train.images), train.labels),
-                                      {.batch_size = batch_size, .shuffle = true, .seed = seed});
+                                      {.batch_size = batch_size, .shuffle = true, .seed = seed, .device = device});
     mt::data::DataLoader test_loader(mt::data::TensorDataset(normalize(test.images), test.labels),
-                                     {.batch_size = 1000});
+                                     {.batch_size = 1000, .device = device});
 
     std::unique_ptr<nn::Module> net;
     if (model_name == "mlp") net = std::make_unique<mnist::Mlp>();
