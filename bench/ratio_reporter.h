@@ -17,6 +17,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
  public:
   struct Pair {
     std::string ours, baseline, counter;  // benchmark names (with /args) and the counter compared
+    double unit_scale = 1e9;              // the printed values are counter / unit_scale ...
+    std::string unit = "G";               // ... followed by this
   };
   // Colours only on a terminal (a custom reporter does not see --benchmark_color).
   explicit RatioReporter(std::vector<Pair> pairs)
@@ -37,8 +39,9 @@ class RatioReporter : public benchmark::ConsoleReporter {
     for (const Pair& p : pairs_) {
       auto a = values_.find(p.ours + "#" + p.counter), b = values_.find(p.baseline + "#" + p.counter);
       if (a == values_.end() || b == values_.end()) continue;  // filtered out
-      std::printf("%-40s %-32s %10.2f G %10.2f G %7.2f\n", p.ours.c_str(), p.baseline.c_str(), a->second / 1e9,
-                  b->second / 1e9, a->second / b->second);
+      std::printf("%-40s %-32s %10.2f %s %10.2f %s %7.2f\n", p.ours.c_str(), p.baseline.c_str(),
+                  a->second / p.unit_scale, p.unit.c_str(), b->second / p.unit_scale, p.unit.c_str(),
+                  a->second / b->second);
     }
   }
 

@@ -97,6 +97,7 @@ class CpuCachingAllocator final : public Allocator {
 }  // namespace
 
 Allocator* cuda_allocator(int device);  // defined in cuda/ when built with CUDA
+Allocator* cuda_pinned_allocator();      // likewise
 
 Allocator* allocator_for(Device d) {
   if (d.is_cpu()) {
@@ -110,10 +111,20 @@ Allocator* allocator_for(Device d) {
 #endif
 }
 
-Storage::Storage(size_t n, Device dev) : nbytes(n), device(dev), allocator_(allocator_for(dev)) {
+Storage::Storage(size_t n, Device dev) : Storage(n, dev, allocator_for(dev)) {}
+
+Storage::Storage(size_t n, Device dev, Allocator* allocator) : nbytes(n), device(dev), allocator_(allocator) {
   data = allocator_->allocate(n);
+  pinned = dev.is_cpu() && allocator != allocator_for(dev);
 }
 
 Storage::~Storage() { allocator_->deallocate(data, nbytes); }
+
+Allocator* pinned_host_allocator() {
+#ifdef MANTISSA_WITH_CUDA
+  if (cuda_device_count() > 0) return cuda_pinned_allocator();
+#endif
+  return nullptr;
+}
 
 }  // namespace mantissa

@@ -25,10 +25,15 @@ class Allocator {
 
 // The allocator for a device: a caching allocator on the CPU (and on CUDA when built with it).
 Allocator* allocator_for(Device d);
+// Page-locked (pinned) host memory, from which copies to a GPU run asynchronously; null
+// when there is none to be had (built without CUDA, or no GPU).
+Allocator* pinned_host_allocator();
 
 // A block of memory; views share one Storage and its version counter.
 struct Storage {
   Storage(size_t nbytes, Device device);
+  // Memory from a given allocator (e.g. pinned host memory for a CPU tensor).
+  Storage(size_t nbytes, Device device, Allocator* allocator);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -38,6 +43,7 @@ struct Storage {
   Device device;
   // Bumped by every in-place write, so autograd can detect saved tensors that changed.
   uint64_t version = 0;
+  bool pinned = false;  // page-locked host memory (pinned_host_allocator())
 
  private:
   Allocator* allocator_ = nullptr;

@@ -89,6 +89,33 @@ struct Minimum {
 };
 struct Pow { template <typename T> MT_HOST_DEVICE T operator()(T a, T b) const { return std::pow(a, b); } };
 
+// Integer floor division, as torch's div with rounding_mode='floor'; the op checks for zero
+// divisors before launching (0 here only keeps the kernel defined).
+struct FloorDivInt {
+  template <typename T> MT_HOST_DEVICE T operator()(T a, T b) const {
+    if (b == T(0)) return T(0);
+    T q = a / b;
+    return (q * b != a && ((a < T(0)) != (b < T(0)))) ? T(q - 1) : q;
+  }
+};
+
+// Comparisons and logical ops: inputs in the compute type, output bool.
+struct Eq { template <typename T> MT_HOST_DEVICE bool operator()(T a, T b) const { return a == b; } };
+struct Ne { template <typename T> MT_HOST_DEVICE bool operator()(T a, T b) const { return a != b; } };
+struct Lt { template <typename T> MT_HOST_DEVICE bool operator()(T a, T b) const { return a < b; } };
+struct Le { template <typename T> MT_HOST_DEVICE bool operator()(T a, T b) const { return a <= b; } };
+struct Gt { template <typename T> MT_HOST_DEVICE bool operator()(T a, T b) const { return a > b; } };
+struct Ge { template <typename T> MT_HOST_DEVICE bool operator()(T a, T b) const { return a >= b; } };
+struct LogicalAnd {
+  template <typename T> MT_HOST_DEVICE bool operator()(T a, T b) const { return a != T(0) && b != T(0); }
+};
+struct LogicalOr {
+  template <typename T> MT_HOST_DEVICE bool operator()(T a, T b) const { return a != T(0) || b != T(0); }
+};
+struct LogicalNot { template <typename T> MT_HOST_DEVICE bool operator()(T x) const { return !(x != T(0)); } };
+// x - x is 0 for finite x and NaN for inf/NaN: no isfinite() needed on either side.
+struct IsFinite { template <typename T> MT_HOST_DEVICE bool operator()(T x) const { return x - x == T(0); } };
+
 // --- fused backward formulas: (grad, saved) -> grad * f'(.) ---
 struct ReluBackward {
   template <typename T> MT_HOST_DEVICE T operator()(T g, T x) const { return x > T(0) ? g : T(0); }

@@ -55,6 +55,24 @@ Tensor make_tensor(const Shape& shape, DType dtype, Device device) {
   return Tensor(std::move(impl));
 }
 
+Tensor Tensor::pin_memory() const {
+  MT_CHECK(defined() && device().is_cpu(), "pin_memory", "only CPU tensors can be pinned, got ",
+           defined() ? "a tensor on " + device().str() : std::string("an undefined tensor"));
+  if (is_pinned() && is_contiguous()) return *this;
+  Allocator* pinned = pinned_host_allocator();
+  if (pinned == nullptr) return contiguous();
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(size_t(numel()) * element_size(dtype()), Device::cpu(), pinned);
+  impl->sizes = sizes();
+  impl->strides = contiguous_strides(sizes());
+  impl->dtype = dtype();
+  Tensor t(std::move(impl));
+  cpu_backend().copy(*this, t);
+  return t;
+}
+
+bool Tensor::is_pinned() const { return defined() && impl()->storage && impl()->storage->pinned; }
+
 Tensor make_view(const Tensor& base, const Shape& sizes, const Shape& strides, int64_t offset) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = base.impl()->storage;

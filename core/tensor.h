@@ -108,6 +108,11 @@ class Tensor {
   Tensor clone() const;
   Tensor to(DType dtype) const;
   Tensor to(Device device) const;
+  // A contiguous copy in page-locked host memory (this tensor if it already is one), so
+  // that .to(Device::cuda(i)) from it is an asynchronous DMA; without history. Without a
+  // GPU there is no pinned memory and this is contiguous(). CPU tensors only.
+  Tensor pin_memory() const;
+  bool is_pinned() const;
   Tensor detach() const;  // shares storage, no history
 
   // --- autograd ---

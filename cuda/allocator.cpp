@@ -253,5 +253,6 @@ void record_pinned_use(void* ptr, cudaStream_t stream) { pinned_caching_allocato
 
 // Declared in core/allocator.cpp.
 Allocator* cuda_allocator(int device) { return cuda::device_allocator(device); }
+Allocator* cuda_pinned_allocator() { return cuda::pinned_allocator(); }
 
 }  // namespace mantissa

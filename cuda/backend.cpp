@@ -64,7 +64,15 @@ void copy_h2d(const Tensor& src, const Tensor& dst) {
   Tensor host = host_contiguous(src);  // src's own elements (not yet broadcast), its dtype
   const bool direct = same_layout_contiguous(host, dst);
   Tensor target = direct ? dst : make_tensor(src.sizes(), src.dtype(), dst.device());
-  upload(target.raw_data(), host.raw_data(), host.nbytes(), stream);
+  if (host.is_pinned()) {
+    // Already page-locked (Tensor::pin_memory, the DataLoader): DMA straight from it, and
+    // keep the block from being reused before the copy has read it.
+    MT_CUDA_CHECK(
+        cudaMemcpyAsync(target.raw_data(), host.raw_data(), host.nbytes(), cudaMemcpyHostToDevice, stream));
+    record_pinned_use(host.impl()->storage->data, stream);
+  } else {
+    upload(target.raw_data(), host.raw_data(), host.nbytes(), stream);
+  }
   if (!direct) copy_same_device(target, dst);
 }
 

@@ -1,6 +1,5 @@
-// Binary and where launchers: the same dtype rules and functors as cpu::binary / cpu::where
-// (core/cpu/elementwise.cpp). Comparisons and integer floor division are written inline
-// there as lambdas; their device twins below must stay identical.
+// Binary and where launchers: the same dtype rules and functors (core/elementwise_math.h)
+// as cpu::binary / cpu::where (core/cpu/elementwise.cpp).
 #include "core/elementwise_math.h"
 #include "cuda/kernels.h"
 #include "cuda/loops.cuh"
@@ -8,34 +7,6 @@
 namespace mantissa::cuda {
 
 namespace {
-#define MT_CMP_OP(Name, expr)                                    \
-  struct Name {                                                  \
-    template <typename T>                                        \
-    __device__ __forceinline__ bool operator()(T x, T y) const { \
-      return expr;                                               \
-    }                                                            \
-  };
-MT_CMP_OP(EqOp, x == y)
-MT_CMP_OP(NeOp, x != y)
-MT_CMP_OP(LtOp, x < y)
-MT_CMP_OP(LeOp, x <= y)
-MT_CMP_OP(GtOp, x > y)
-MT_CMP_OP(GeOp, x >= y)
-MT_CMP_OP(AndOp, x != T(0) && y != T(0))
-MT_CMP_OP(OrOp, x != T(0) || y != T(0))
-#undef MT_CMP_OP
-
-// Floor division, as torch's integer div with rounding_mode='floor'; the op checks for
-// zero divisors before launching.
-struct IntFloorDiv {
-  template <typename T>
-  __device__ __forceinline__ T operator()(T x, T y) const {
-    if (y == T(0)) return T(0);
-    T q = x / y;
-    return (q * y != x && ((x < T(0)) != (y < T(0)))) ? T(q - 1) : q;
-  }
-};
-
 // cond, a, b: broadcast/strided to out's shape; out: any strides.
 // out[i] = cond[i] ? a[i] : b[i]
 template <typename T>
@@ -54,21 +25,21 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
       using Acc = acc_t<T>;
       switch (op) {
         case BinaryOp::Eq:
-          return launch_binary<T, bool, Acc>(a, b, out, EqOp{}, name);
+          return launch_binary<T, bool, Acc>(a, b, out, math::Eq{}, name);
         case BinaryOp::Ne:
-          return launch_binary<T, bool, Acc>(a, b, out, NeOp{}, name);
+          return launch_binary<T, bool, Acc>(a, b, out, math::Ne{}, name);
         case BinaryOp::Lt:
-          return launch_binary<T, bool, Acc>(a, b, out, LtOp{}, name);
+          return launch_binary<T, bool, Acc>(a, b, out, math::Lt{}, name);
         case BinaryOp::Le:
-          return launch_binary<T, bool, Acc>(a, b, out, LeOp{}, name);
+          return launch_binary<T, bool, Acc>(a, b, out, math::Le{}, name);
         case BinaryOp::Gt:
-          return launch_binary<T, bool, Acc>(a, b, out, GtOp{}, name);
+          return launch_binary<T, bool, Acc>(a, b, out, math::Gt{}, name);
         case BinaryOp::Ge:
-          return launch_binary<T, bool, Acc>(a, b, out, GeOp{}, name);
+          return launch_binary<T, bool, Acc>(a, b, out, math::Ge{}, name);
         case BinaryOp::LogicalAnd:
-          return launch_binary<T, bool, Acc>(a, b, out, AndOp{}, name);
+          return launch_binary<T, bool, Acc>(a, b, out, math::LogicalAnd{}, name);
         default:
-          return launch_binary<T, bool, Acc>(a, b, out, OrOp{}, name);
+          return launch_binary<T, bool, Acc>(a, b, out, math::LogicalOr{}, name);
       }
     });
     return;
@@ -93,7 +64,7 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
           case BinaryOp::Minimum:
             return launch_binary<T, T, Acc>(a, b, out, math::Minimum{}, name);
           default:
-            return launch_binary<T, T, Acc>(a, b, out, IntFloorDiv{}, name);
+            return launch_binary<T, T, Acc>(a, b, out, math::FloorDivInt{}, name);
         }
       }
     });

@@ -6,14 +6,6 @@
 namespace mantissa::cuda {
 
 namespace {
-template <typename Acc>
-struct IsFiniteOp {
-  __device__ __forceinline__ bool operator()(Acc x) const { return x - x == Acc(0); }
-};
-template <typename Acc>
-struct LogicalNotOp {
-  __device__ __forceinline__ bool operator()(Acc x) const { return !(x != Acc(0)); }
-};
 
 template <typename T, typename F>
 void float_unary(const Tensor& in, const Tensor& out, F f) {
@@ -25,13 +17,13 @@ void unary(UnaryOp op, const Tensor& in, const Tensor& out, double a, double b) 
   const char* name = "unary";
   if (op == UnaryOp::IsFinite) {
     dispatch_floating(in.dtype(), "isfinite", [&]<typename T>() {
-      launch_unary<T, bool, acc_t<T>>(in, out, IsFiniteOp<acc_t<T>>{}, "isfinite");
+      launch_unary<T, bool, acc_t<T>>(in, out, math::IsFinite{}, "isfinite");
     });
     return;
   }
   if (op == UnaryOp::LogicalNot) {
     dispatch_all(in.dtype(), [&]<typename T>() {
-      launch_unary<T, bool, acc_t<T>>(in, out, LogicalNotOp<acc_t<T>>{}, "logical_not");
+      launch_unary<T, bool, acc_t<T>>(in, out, math::LogicalNot{}, "logical_not");
     });
     return;
   }

@@ -117,6 +117,17 @@ class DataLoader::Epoch {
     std::exception_ptr error;
   };
 
+  // The batch on options_.device, uploaded from pinned memory when asked (asynchronous:
+  // the consumer's kernels are queued behind the copy on the same stream).
+  Batch to_device(Batch batch) const {
+    for (Tensor* t : {&batch.data, &batch.target}) {
+      if (!t->defined() || t->device() == options_.device) continue;
+      if (options_.pin_memory && t->device().is_cpu()) *t = t->pin_memory();
+      *t = t->to(options_.device);
+    }
+    return batch;
+  }
+
   Batch load(int64_t b) const {
     try {
       const int64_t n = int64_t(order_.size()), bs = options_.batch_size;
@@ -132,6 +143,7 @@ class DataLoader::Epoch {
         batch = dataset_->get_batch(indices);
       }
       if (options_.batch_transform) batch = options_.batch_transform(std::move(batch));
+      if (!options_.device.is_cpu()) batch = to_device(std::move(batch));
       return batch;
     } catch (const Error& e) {
       throw Error(detail::concat("DataLoader: loading batch ", b, " of epoch ", epoch_, ": ", e.what()));
@@ -241,6 +253,9 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   MT_CHECK(dataset_ != nullptr, "DataLoader", "dataset is null");
   MT_CHECK(options_.batch_size >= 1, "DataLoader", "batch_size must be at least 1, got ", options_.batch_size);
   MT_CHECK(options_.prefetch >= 0, "DataLoader", "prefetch must be non-negative, got ", options_.prefetch);
+  MT_CHECK(options_.device.is_cpu() || (options_.device.is_cuda() && options_.device.index < cuda_device_count()),
+           "DataLoader", "device ", options_.device.str(), " is not available (", cuda_device_count(),
+           " CUDA devices found)");
 }
 
 DataLoader::DataLoader(DataLoader&& o) noexcept

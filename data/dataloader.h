@@ -42,6 +42,12 @@ struct DataLoaderOptions {
   std::function<Batch(const std::vector<Example>&)> collate = {};
   // Applied to every batch after collation, on the worker thread (e.g. Normalize).
   std::function<Batch(Batch)> batch_transform = {};
+  // Where batches are delivered. For a GPU the worker thread copies each batch there
+  // itself, so the upload overlaps the consumer's compute instead of stalling it.
+  Device device = Device::cpu();
+  // With a GPU device: stage batches in page-locked memory (Tensor::pin_memory) so the
+  // upload is an asynchronous DMA.
+  bool pin_memory = true;
 };
 
 // What a checkpoint needs to resume a loader: the seed, the current epoch, and

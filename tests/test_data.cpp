@@ -626,6 +626,23 @@ TEST(DataLoader, OptionErrors) {
   expect_error([] { md::DataLoader(range_dataset(4), {.batch_size = 0}); }, {"batch_size", "0"});
   expect_error([] { md::DataLoader(range_dataset(4), {.prefetch = -1}); }, {"prefetch"});
   expect_error([] { md::DataLoader(std::shared_ptr<const md::Dataset>(), {}); }, {"null"});
+  if (mt::cuda_device_count() == 0)
+    expect_error([] { md::DataLoader(range_dataset(4), {.device = mt::Device::cuda(0)}); }, {"cuda:0", "not available"});
+}
+
+// Pinned memory is a CUDA allocation: without a GPU pin_memory() is a plain contiguous
+// copy; with one the copy is page-locked. Either way the values and shape are kept.
+TEST(PinMemory, CopiesValuesAndReportsPinning) {
+  mt::Tensor x = mt::arange(0, 12, 1, {.dtype = mt::kFloat32}).reshape({3, 4}).t();  // strided
+  mt::Tensor p = x.pin_memory();
+  EXPECT_TRUE(p.is_contiguous());
+  EXPECT_EQ(p.sizes(), (mt::Shape{4, 3}));
+  EXPECT_EQ(p.to_vector<float>(), x.contiguous().to_vector<float>());
+  EXPECT_EQ(p.is_pinned(), mt::cuda_device_count() > 0);
+  EXPECT_FALSE(x.is_pinned());
+  if (p.is_pinned()) {
+    EXPECT_TRUE(p.pin_memory().is_same(p));
+  }
 }
 
 TEST(DataLoader, MoveKeepsIterationWorking) {

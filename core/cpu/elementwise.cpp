@@ -99,15 +99,6 @@ void float_unary(const Tensor& in, const Tensor& out, F f) {
   unary_loop<T, T, acc_t<T>>(in, out, f);
 }
 
-template <typename F>
-struct CompareOp {
-  F f;
-  template <typename T>
-  bool operator()(T a, T b) const {
-    return f(a, b);
-  }
-};
-
 }  // namespace
 
 void copy(const Tensor& src, const Tensor& dst) {
@@ -143,13 +134,13 @@ void unary(UnaryOp op, const Tensor& in, const Tensor& out, double a, double b) 
   const char* name = "unary";
   if (op == UnaryOp::IsFinite) {
     dispatch_floating(in.dtype(), "isfinite", [&]<typename T>() {
-      unary_loop<T, bool, acc_t<T>>(in, out, [](acc_t<T> x) { return x - x == acc_t<T>(0); });
+      unary_loop<T, bool, acc_t<T>>(in, out, math::IsFinite{});
     });
     return;
   }
   if (op == UnaryOp::LogicalNot) {
     dispatch_all(in.dtype(), [&]<typename T>() {
-      unary_loop<T, bool, acc_t<T>>(in, out, [](acc_t<T> x) { return !(x != acc_t<T>(0)); });
+      unary_loop<T, bool, acc_t<T>>(in, out, math::LogicalNot{});
     });
     return;
   }
@@ -203,16 +194,14 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
     dispatch_all(a.dtype(), [&]<typename T>() {
       using Acc = acc_t<T>;
       switch (op) {
-        case BinaryOp::Eq: return binary_loop<T, bool, Acc>(a, b, out, [](Acc x, Acc y) { return x == y; });
-        case BinaryOp::Ne: return binary_loop<T, bool, Acc>(a, b, out, [](Acc x, Acc y) { return x != y; });
-        case BinaryOp::Lt: return binary_loop<T, bool, Acc>(a, b, out, [](Acc x, Acc y) { return x < y; });
-        case BinaryOp::Le: return binary_loop<T, bool, Acc>(a, b, out, [](Acc x, Acc y) { return x <= y; });
-        case BinaryOp::Gt: return binary_loop<T, bool, Acc>(a, b, out, [](Acc x, Acc y) { return x > y; });
-        case BinaryOp::Ge: return binary_loop<T, bool, Acc>(a, b, out, [](Acc x, Acc y) { return x >= y; });
-        case BinaryOp::LogicalAnd:
-          return binary_loop<T, bool, Acc>(a, b, out, [](Acc x, Acc y) { return x != Acc(0) && y != Acc(0); });
-        default:
-          return binary_loop<T, bool, Acc>(a, b, out, [](Acc x, Acc y) { return x != Acc(0) || y != Acc(0); });
+        case BinaryOp::Eq: return binary_loop<T, bool, Acc>(a, b, out, math::Eq{});
+        case BinaryOp::Ne: return binary_loop<T, bool, Acc>(a, b, out, math::Ne{});
+        case BinaryOp::Lt: return binary_loop<T, bool, Acc>(a, b, out, math::Lt{});
+        case BinaryOp::Le: return binary_loop<T, bool, Acc>(a, b, out, math::Le{});
+        case BinaryOp::Gt: return binary_loop<T, bool, Acc>(a, b, out, math::Gt{});
+        case BinaryOp::Ge: return binary_loop<T, bool, Acc>(a, b, out, math::Ge{});
+        case BinaryOp::LogicalAnd: return binary_loop<T, bool, Acc>(a, b, out, math::LogicalAnd{});
+        default: return binary_loop<T, bool, Acc>(a, b, out, math::LogicalOr{});
       }
     });
     return;
@@ -228,13 +217,7 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
         case BinaryOp::Mul: return binary_loop<T, T, Acc>(a, b, out, math::Mul{});
         case BinaryOp::Maximum: return binary_loop<T, T, Acc>(a, b, out, math::Maximum{});
         case BinaryOp::Minimum: return binary_loop<T, T, Acc>(a, b, out, math::Minimum{});
-        default:
-          return binary_loop<T, T, Acc>(a, b, out, [](Acc x, Acc y) {
-            if (y == Acc(0)) return Acc(0);  // the op checks for zero divisors before launching
-            // floor division, as torch's integer div with rounding_mode='floor'
-            Acc q = x / y;
-            return (q * y != x && ((x < Acc(0)) != (y < Acc(0)))) ? Acc(q - 1) : q;
-          });
+        default: return binary_loop<T, T, Acc>(a, b, out, math::FloorDivInt{});
       }
     });
     return;

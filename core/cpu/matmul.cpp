@@ -42,13 +42,38 @@ void gemm(const Operand<T>& a, const Operand<T>& b, T* c) {
   else run(Eigen::Map<const ColMat<T>, 0, OuterStride<>>(a.p, a.rows, a.cols, OuterStride<>(a.cs)));
 }
 
-// Copies a strided 2-D half/bf16 operand into a contiguous fp32 buffer.
+// Copies a half/bf16 operand into a contiguous fp32 buffer, keeping its orientation (a
+// transposed view stays column-major) so that both the copy and the GEMM read memory in order.
 template <typename T>
 Operand<float> widen(const Operand<T>& o, std::vector<float>& buf) {
   buf.resize(size_t(o.rows * o.cols));
-  for (int64_t i = 0; i < o.rows; ++i)
-    for (int64_t j = 0; j < o.cols; ++j) buf[size_t(i * o.cols + j)] = static_cast<float>(o.p[i * o.rs + j * o.cs]);
-  return {buf.data(), o.rows, o.cols, o.cols, 1};
+  float* w = buf.data();
+  const bool col_major = o.cs != 1 && o.rs == 1;
+  const int64_t lines = col_major ? o.cols : o.rows, len = col_major ? o.rows : o.cols;
+  const int64_t stride = col_major ? o.cs : o.rs, step = col_major ? o.rs : o.cs;
+  parallel_for(0, lines, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(len, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t l = b; l < e; ++l) {
+      const T* src = o.p + l * stride;
+      float* dst = w + l * len;
+      if (step == 1) {
+#pragma omp simd
+        for (int64_t k = 0; k < len; ++k) dst[k] = static_cast<float>(src[k]);
+      } else {
+        for (int64_t k = 0; k < len; ++k) dst[k] = static_cast<float>(src[k * step]);
+      }
+    }
+  });
+  if (col_major) return {w, o.rows, o.cols, 1, o.rows};
+  return {w, o.rows, o.cols, o.cols, 1};
+}
+
+// c[i] = round(w[i]): the single rounding of an fp32-accumulated product.
+template <typename T>
+void narrow(const float* w, T* c, int64_t n) {
+  parallel_for(0, n, kParallelGrain, [&](int64_t b, int64_t e) {
+#pragma omp simd
+    for (int64_t j = b; j < e; ++j) c[j] = T(w[j]);
+  });
 }
 
 }  // namespace
@@ -68,8 +93,7 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
         thread_local std::vector<float> wa, wb, wc;
         wc.resize(size_t(M * N));
         gemm<float>(widen(A, wa), widen(Bm, wb), wc.data());
-        T* c = pc + i * M * N;
-        for (int64_t j = 0; j < M * N; ++j) c[j] = T(wc[size_t(j)]);
+        narrow(wc.data(), pc + i * M * N, M * N);
       }
     };
     // Small matrices: spread the batch over threads (Eigen then stays single-threaded), unless
