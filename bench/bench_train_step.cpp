@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
   std::vector<Pair> pairs;
   for (const char* model : {"mlp", "cnn"})
     for (const char* amp : {"fp16", "bf16"})
-      pairs.push_back({std::string(model) + "_" + amp + "/real_time", std::string(model) + "_fp32/real_time",
-                       "samples", 1e3, "k"});
+      pairs.push_back(
+          {std::string(model) + "_" + amp + "/real_time", std::string(model) + "_fp32/real_time", "samples", 1e3, "k"});
   return mantissa_bench::run(argc, argv, std::move(pairs));
 }

@@ -25,7 +25,8 @@ const Backend& cpu_backend() {
                              cpu::scatter_add,
                              cpu::accumulate_grad,
                              cpu::fused_optimizer_step,
-                             cpu::update_scale};
+                             cpu::update_scale,
+                             cpu::dropout_mask};
   return table;
 }
 
@@ -143,10 +144,16 @@ struct Profiled {
     Inner().update_scale(scale, counters, found_inf, rule);
   }
 
+  static void dropout_mask(const Tensor& out, double p, uint64_t seed) {
+    profiler::Range r("dropout_mask");
+    Inner().dropout_mask(out, p, seed);
+  }
+
   static const Backend& table() {
     static const Backend t{copy,         fill,   unary,       binary,          where,
                            reduce,       var_mean, softmax,   matmul,          index_select,
-                           gather,       scatter_add, accumulate_grad, fused_optimizer_step, update_scale};
+                           gather,       scatter_add, accumulate_grad, fused_optimizer_step, update_scale,
+                           dropout_mask};
     return t;
   }
 };

@@ -91,6 +91,9 @@ struct Backend {
   // found_inf (float32 [1] or undefined: no overflow), which is then cleared to 0.
   void (*update_scale)(const Tensor& scale, const Tensor& counters, const Tensor& found_inf,
                        const math::ScaleUpdate& rule);
+  // out (contiguous, floating)[i] = math::DropoutKeep{seed, 1 - p}(i) ? 1 / (1 - p) : 0
+  // (core/philox.h): element i depends only on (seed, i), so every device draws the same mask.
+  void (*dropout_mask)(const Tensor& out, double p, uint64_t seed);
 };
 
 // The kernels for a device; throws mantissa::Error when the device is not available.

@@ -4,6 +4,7 @@
 #include <sstream>
 #include <vector>
 
+#include "core/backend.h"
 #include "core/error.h"
 #include "core/shape.h"
 
@@ -53,9 +54,7 @@ Generator& default_generator() {
   return g;
 }
 
-void manual_seed(uint64_t seed) {
-  default_generator() = Generator(seed);
-}
+void manual_seed(uint64_t seed) { default_generator() = Generator(seed); }
 
 namespace {
 template <typename Fn>
@@ -111,6 +110,15 @@ Tensor randperm(int64_t n) {
   auto& g = default_generator();
   for (int64_t i = n - 1; i > 0; --i) std::swap(v[size_t(i)], v[size_t(g.engine()() % uint64_t(i + 1))]);
   return from_vector(v, {n}, {.dtype = DType::Int64});
+}
+
+Tensor dropout_mask(const Shape& shape, double p, const TensorOptions& opts) {
+  MT_CHECK(p >= 0 && p < 1, "dropout_mask", "probability must be in [0, 1), got ", p);
+  MT_CHECK(is_floating(opts.dtype), "dropout_mask", "expected a floating dtype, got ", dtype_name(opts.dtype));
+  const uint64_t seed = default_generator().engine()();
+  Tensor mask = make_tensor(shape, opts.dtype, opts.device);
+  backend_for(opts.device).dropout_mask(mask, p, seed);
+  return mask;
 }
 
 }  // namespace mantissa

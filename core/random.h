@@ -35,6 +35,10 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOption
 Tensor bernoulli(const Shape& shape, double p, const TensorOptions& opts = {});
 Tensor bernoulli(const Tensor& p);  // each element 1 with probability p[i]
 Tensor randperm(int64_t n);         // int64
+// A dropout mask: each element 1 / (1 - p) with probability 1 - p, else 0 (0 <= p < 1).
+// Counter-based (Philox, core/philox.h): one draw from the default generator seeds it, and
+// the mask is a function of that seed alone, identical on the CPU and on a GPU.
+Tensor dropout_mask(const Shape& shape, double p, const TensorOptions& opts = {});
 Tensor uniform(const Shape& shape, double low, double high, const TensorOptions& opts = {});
 Tensor normal(const Shape& shape, double mean, double stddev, const TensorOptions& opts = {});
 

@@ -152,7 +152,8 @@ const Backend* cuda_backend() {
                              cuda::scatter_add,
                              cuda::accumulate_grad,
                              cuda::fused_optimizer_step,
-                             cuda::update_scale};
+                             cuda::update_scale,
+                             cuda::dropout_mask};
   return &table;
 }
 

@@ -23,4 +23,5 @@ void accumulate_grad(const Tensor& src, const Tensor& dst, bool init, const Tens
 // cuda/amp_step.cu
 void fused_optimizer_step(const FusedStepArgs& args);
 void update_scale(const Tensor& scale, const Tensor& counters, const Tensor& found_inf, const math::ScaleUpdate& rule);
+void dropout_mask(const Tensor& out, double p, uint64_t seed);
 }  // namespace mantissa::cuda

@@ -121,13 +121,8 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   if (!training || p == 0) return x;
   MT_CHECK(is_floating(x.dtype()), "dropout", "expected a floating-point input, got ", describe({x}));
   if (p == 1) return x * 0.0;
-  // The kept-and-scaled mask is a constant: backward is g * mask through mul.
-  Tensor mask = bernoulli(x.sizes(), 1 - p, {.dtype = x.dtype(), .device = x.device()});
-  {
-    NoGradGuard guard;
-    mask.mul_(1.0 / (1.0 - p));
-  }
-  return x * mask;
+  // The kept-and-scaled mask is a constant, drawn on x's device: backward is g * mask through mul.
+  return x * dropout_mask(x.sizes(), p, {.dtype = x.dtype(), .device = x.device()});
 }
 
 }  // namespace functional

@@ -942,7 +942,7 @@ TEST(CudaNn, EmbeddingNllDropoutOnGpu) {
   mt::Tensor logp = mt::log_softmax(host_randn({5, 4}, mt::kFloat32), 1);
   EXPECT_THROW(F::nll_loss(logp.to(kGpu), mt::from_vector<int64_t>({0, 1, 2, 3, 4}).to(kGpu)), mt::Error);
 
-  // The dropout mask is drawn on the host: the same seed gives the same mask on both devices.
+  // The dropout mask is counter-based (Philox): the same seed gives the same mask on both devices.
   mt::Tensor ones = mt::ones({64, 33});
   mt::manual_seed(11);
   mt::Tensor dc = F::dropout(ones, 0.3, true);

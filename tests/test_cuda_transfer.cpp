@@ -47,7 +47,8 @@ TEST(CudaTransfer, DataLoaderDeliversBatchesOnTheGpu) {
       ASSERT_EQ(y.device(), kGpu);
       const int64_t n = x.size(0);
       EXPECT_EQ(x.to(mt::Device::cpu()).to_vector<float>(), data.narrow(0, row, n).contiguous().to_vector<float>());
-      EXPECT_EQ(y.to(mt::Device::cpu()).to_vector<int64_t>(), labels.narrow(0, row, n).contiguous().to_vector<int64_t>());
+      EXPECT_EQ(y.to(mt::Device::cpu()).to_vector<int64_t>(),
+                labels.narrow(0, row, n).contiguous().to_vector<int64_t>());
       row += n;
     }
     EXPECT_EQ(row, 10);

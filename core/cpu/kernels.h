@@ -18,4 +18,5 @@ void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tens
 void accumulate_grad(const Tensor& src, const Tensor& dst, bool init, const Tensor& found_inf);
 void fused_optimizer_step(const FusedStepArgs& args);
 void update_scale(const Tensor& scale, const Tensor& counters, const Tensor& found_inf, const math::ScaleUpdate& rule);
+void dropout_mask(const Tensor& out, double p, uint64_t seed);
 }  // namespace mantissa::cpu

@@ -1,0 +1,92 @@
+// The counter-based generator behind dropout (core/philox.h): Random123's known answers for
+// Philox4x32-10, and the dropout mask's distribution, scaling and reproducibility.
+#include <gtest/gtest.h>
+#include <mantissa.h>
+
+#include <vector>
+
+#include "core/philox.h"
+
+namespace mt = mantissa;
+namespace F = mantissa::nn::functional;
+
+namespace {
+
+// Random123 tests/kat_vectors, the three "philox4x32 10" lines: counter[4], key[2] -> result[4].
+TEST(Philox, MatchesRandom123KnownAnswers) {
+  struct Kat {
+    uint32_t ctr[4], key[2], out[4];
+  };
+  const Kat kats[] = {
+      {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
+      {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
+       {0xffffffff, 0xffffffff},
+       {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
+      {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
+       {0xa4093822, 0x299f31d0},
+       {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
+  };
+  for (const Kat& k : kats) {
+    const mt::math::Philox4 r = mt::math::philox4x32_10({{k.ctr[0], k.ctr[1], k.ctr[2], k.ctr[3]}}, k.key[0], k.key[1]);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(r.v[i], k.out[i]) << "word " << i;
+  }
+}
+
+TEST(Philox, UniformsAreInRangeAndUnbiased) {
+  double sum = 0;
+  const int n = 1 << 16;
+  for (int i = 0; i < n; ++i) {
+    const float u = mt::math::philox_uniform(12345, uint64_t(i));
+    ASSERT_GE(u, 0.0f);
+    ASSERT_LT(u, 1.0f);
+    sum += u;
+  }
+  EXPECT_NEAR(sum / n, 0.5, 0.005);  // std of the mean: 0.29 / 256 = 0.0011
+}
+
+TEST(DropoutMask, KeepsOneMinusPScaled) {
+  mt::manual_seed(5);
+  for (mt::DType t : {mt::kFloat32, mt::kFloat64, mt::kFloat16, mt::kBFloat16}) {
+    const double p = 0.3;
+    std::vector<double> m = mt::dropout_mask({200, 500}, p, {.dtype = t}).to_vector<double>();
+    const double scale = double(mt::full({}, 1.0 / (1.0 - p), {.dtype = t}).item<double>());
+    int64_t kept = 0;
+    for (double v : m) {
+      ASSERT_TRUE(v == 0.0 || v == scale) << v;
+      kept += v != 0.0;
+    }
+    // 100 000 draws: the kept fraction's std is 0.0014.
+    EXPECT_NEAR(double(kept) / double(m.size()), 1 - p, 0.01) << mt::dtype_name(t);
+  }
+}
+
+TEST(DropoutMask, SeededAndFreshPerCall) {
+  mt::manual_seed(9);
+  mt::Tensor a = mt::dropout_mask({1000}, 0.5);
+  mt::Tensor b = mt::dropout_mask({1000}, 0.5);
+  mt::manual_seed(9);
+  mt::Tensor c = mt::dropout_mask({1000}, 0.5);
+  EXPECT_EQ(a.to_vector<float>(), c.to_vector<float>());
+  EXPECT_NE(a.to_vector<float>(), b.to_vector<float>());
+  // The mask of a larger tensor does not depend on the thread split: the same seed and a
+  // size above the parallel grain give the same leading elements as a small one.
+  mt::manual_seed(9);
+  std::vector<float> big = mt::dropout_mask({300000}, 0.5).to_vector<float>();
+  std::vector<float> av = a.to_vector<float>();
+  EXPECT_EQ(std::vector<float>(big.begin(), big.begin() + 1000), av);
+}
+
+TEST(DropoutMask, FunctionalDropoutUsesIt) {
+  mt::manual_seed(3);
+  mt::Tensor x = mt::ones({64, 64}, {.requires_grad = true});
+  mt::Tensor y = F::dropout(x, 0.25, true);
+  mt::manual_seed(3);
+  mt::Tensor mask = mt::dropout_mask({64, 64}, 0.25);
+  EXPECT_EQ(y.to_vector<float>(), mask.to_vector<float>());
+  y.sum().backward();
+  EXPECT_EQ(x.grad().to_vector<float>(), mask.to_vector<float>());
+  EXPECT_THROW(mt::dropout_mask({2}, 1.0), mt::Error);
+  EXPECT_THROW(mt::dropout_mask({2}, 0.5, {.dtype = mt::kInt64}), mt::Error);
+}
+
+}  // namespace
