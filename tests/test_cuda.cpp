@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <mantissa.h>
 
+#include "gpu_test.h"
+
 #include <array>
 #include <cmath>
 #include <limits>
@@ -25,12 +27,6 @@
 namespace mt = mantissa;
 
 namespace {
-
-#define REQUIRE_GPU()                                                                     \
-  do {                                                                                    \
-    if (mt::cuda_device_count() == 0)                                                     \
-      GTEST_SKIP() << "no usable CUDA device (no GPU, no driver, or built without CUDA)"; \
-  } while (0)
 
 const mt::Device kGpu = mt::Device::cuda(0);
 const mt::Device kCpu = mt::Device::cpu();

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <mantissa.h>
 
+#include "gpu_test.h"
+
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -18,12 +20,6 @@ namespace mt = mantissa;
 namespace optim = mantissa::optim;
 
 namespace {
-
-#define REQUIRE_GPU()                                                                     \
-  do {                                                                                    \
-    if (mt::cuda_device_count() == 0)                                                     \
-      GTEST_SKIP() << "no usable CUDA device (no GPU, no driver, or built without CUDA)"; \
-  } while (0)
 
 const mt::Device kGpu = mt::Device::cuda(0);
 

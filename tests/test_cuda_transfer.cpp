@@ -4,18 +4,14 @@
 #include <gtest/gtest.h>
 #include <mantissa.h>
 
+#include "gpu_test.h"
+
 #include <vector>
 
 namespace mt = mantissa;
 namespace md = mantissa::data;
 
 namespace {
-
-#define REQUIRE_GPU()                                                                     \
-  do {                                                                                    \
-    if (mt::cuda_device_count() == 0)                                                     \
-      GTEST_SKIP() << "no usable CUDA device (no GPU, no driver, or built without CUDA)"; \
-  } while (0)
 
 const mt::Device kGpu = mt::Device::cuda(0);
 
