@@ -643,6 +643,7 @@ TEST(PinMemory, CopiesValuesAndReportsPinning) {
   if (p.is_pinned()) {
     EXPECT_TRUE(p.pin_memory().is_same(p));
   }
+  expect_error([] { (void)mt::Tensor().pin_memory(); }, {"pin_memory", "undefined"});
 }
 
 TEST(DataLoader, MoveKeepsIterationWorking) {
