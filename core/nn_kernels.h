@@ -84,6 +84,14 @@ struct NnKernels {
                                  const Tensor& glogits);
 };
 
+// The [N, C, S] view of a batch-norm input (S: the product of the spatial dims), shared by
+// every device's batch-norm kernels.
+inline void batch_norm_dims(const Tensor& x, int64_t& N, int64_t& C, int64_t& S) {
+  N = x.size(0);
+  C = x.size(1);
+  S = N * C != 0 ? x.numel() / (N * C) : 0;
+}
+
 // The nn kernels for `device`; throws mantissa::Error naming `op` when none are registered.
 const NnKernels& nn_kernels_for(Device device, const char* op);
 // Installs the kernels of a device type (called by a device backend when it loads).

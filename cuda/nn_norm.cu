@@ -175,13 +175,6 @@ __global__ void batch_norm_backward_kernel(const T* gy, const T* x, const acc_t<
   }
 }
 
-// x viewed as [N, C, S].
-void ncs(const Tensor& x, int64_t& N, int64_t& C, int64_t& S) {
-  N = x.size(0);
-  C = x.size(1);
-  S = N * C != 0 ? x.numel() / (N * C) : 0;
-}
-
 }  // namespace
 
 void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps, const Tensor& y, const Tensor& mean,
@@ -242,7 +235,7 @@ void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
 
 void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
   int64_t N, C, S;
-  ncs(x, N, C, S);
+  batch_norm_dims(x, N, C, S);
   if (C == 0) return;
   const int dev = x.device().index;
   DeviceGuard guard(dev);
@@ -256,7 +249,7 @@ void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
 
 void batch_norm_apply(const Tensor& x, const Tensor& scale, const Tensor& shift, const Tensor& y) {
   int64_t N, C, S;
-  ncs(x, N, C, S);
+  batch_norm_dims(x, N, C, S);
   const int64_t total = x.numel();
   if (total == 0) return;
   const int dev = x.device().index;
@@ -272,7 +265,7 @@ void batch_norm_apply(const Tensor& x, const Tensor& scale, const Tensor& shift,
 void batch_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& w,
                          bool training, const Tensor& gx, const Tensor& gw, const Tensor& gb) {
   int64_t N, C, S;
-  ncs(x, N, C, S);
+  batch_norm_dims(x, N, C, S);
   if (C == 0) return;
   const int dev = x.device().index;
   DeviceGuard guard(dev);

@@ -26,13 +26,6 @@ A row_sum(int64_t n, F f) {
   return s;
 }
 
-// x viewed as [N, C, S].
-void ncs(const Tensor& x, int64_t& N, int64_t& C, int64_t& S) {
-  N = x.size(0);
-  C = x.size(1);
-  S = N * C != 0 ? x.numel() / (N * C) : 0;
-}
-
 }  // namespace
 
 void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps, const Tensor& y, const Tensor& mean,
@@ -137,7 +130,7 @@ void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
 
 void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
   int64_t N, C, S;
-  ncs(x, N, C, S);
+  batch_norm_dims(x, N, C, S);
   dispatch_floating(x.dtype(), "batch_norm", [&]<typename T>() {
     using A = acc_t<T>;
     const T* X = x.data_ptr<T>();
@@ -169,7 +162,7 @@ void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
 
 void batch_norm_apply(const Tensor& x, const Tensor& scale, const Tensor& shift, const Tensor& y) {
   int64_t N, C, S;
-  ncs(x, N, C, S);
+  batch_norm_dims(x, N, C, S);
   dispatch_floating(x.dtype(), "batch_norm", [&]<typename T>() {
     using A = acc_t<T>;
     const T* X = x.data_ptr<T>();
@@ -191,7 +184,7 @@ void batch_norm_apply(const Tensor& x, const Tensor& scale, const Tensor& shift,
 void batch_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& w,
                          bool training, const Tensor& gx, const Tensor& gw, const Tensor& gb) {
   int64_t N, C, S;
-  ncs(x, N, C, S);
+  batch_norm_dims(x, N, C, S);
   dispatch_floating(x.dtype(), "batch_norm", [&]<typename T>() {
     using A = acc_t<T>;
     const T* X = x.data_ptr<T>();
