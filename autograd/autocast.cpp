@@ -29,14 +29,14 @@ bool is_param(const Tensor& t) { return t.is_leaf() && t.requires_grad(); }
 
 Tensor cast_input(const Tensor& x, DType to) {
   if (!x.defined() || !is_floating(x.dtype()) || x.dtype() == to) return x;
-  if (x.device().type != autocast_state().device) return x;
+  if (!autocast_applies(x.device().type)) return x;
   if (is_param(x) && x.dtype() == DType::Float32 && is_reduced_float(to)) return working_copy(x, to);
   return x.to(to);
 }
 
 }  // namespace
 
-Autocast::Autocast(DType dtype, bool enabled, DeviceType device) : prev_(autocast_state()) {
+Autocast::Autocast(DType dtype, bool enabled, std::optional<DeviceType> device) : prev_(autocast_state()) {
   MT_CHECK(!enabled || is_reduced_float(dtype), "Autocast", "dtype must be float16 or bfloat16, got ",
            dtype_name(dtype));
   autocast_state() = AutocastState{enabled, dtype, device};

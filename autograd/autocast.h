@@ -17,8 +17,9 @@ namespace mantissa::amp {
 
 class Autocast {
  public:
-  // dtype: kHalf or kBFloat16; device: where autocast applies (tensors elsewhere pass through).
-  explicit Autocast(DType dtype = DType::Float16, bool enabled = true, DeviceType device = DeviceType::CPU);
+  // dtype: kHalf or kBFloat16. By default autocast applies on whatever device an op's inputs
+  // live (CPU or CUDA); naming a device restricts it there (tensors elsewhere pass through).
+  explicit Autocast(DType dtype = DType::Float16, bool enabled = true, std::optional<DeviceType> device = std::nullopt);
   explicit Autocast(bool enabled) : Autocast(autocast_state().dtype, enabled, autocast_state().device) {}
   ~Autocast();
   Autocast(const Autocast&) = delete;

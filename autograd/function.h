@@ -77,27 +77,17 @@ struct Function {
       // The forward may return an input or a view of one: give the node its own output.
       if (!out.is_leaf() || out.requires_grad()) out = out.detach();
       ctx->freeze(out);
-      std::vector<Shape> shapes;
-      for (const Tensor& t : inputs) shapes.push_back(t.sizes());
-      record(Derived::name, inputs, out, [ctx, shapes](const Tensor& g, const std::vector<bool>& needs) {
+      std::vector<InputMeta> metas;
+      for (const Tensor& t : inputs) metas.push_back({t.sizes(), t.dtype(), t.device()});
+      record(Derived::name, inputs, out, [ctx, metas](const Tensor& g, const std::vector<bool>& needs) {
         ctx->needs_input_grad = needs;
         std::vector<Tensor> grads = Derived::backward(*ctx, g);
-        // A wrong count or shape from user code must not reach the engine (it would mis-accumulate).
-        MT_CHECK(grads.size() == shapes.size(), Derived::name, "backward returned ", grads.size(),
-                 " gradients but forward took ", shapes.size(), " tensors");
-        for (size_t i = 0; i < grads.size(); ++i) {
-          if (!needs[i] || !grads[i].defined() || grads[i].sizes() == shapes[i]) continue;
-          // As in PyTorch, a gradient of a broadcast shape of the input is summed back to it.
-          const Shape& gs = grads[i].sizes();
-          bool expandable = shapes[i].size() <= gs.size();
-          for (size_t d = 0; expandable && d < shapes[i].size(); ++d) {
-            int64_t s = shapes[i][shapes[i].size() - 1 - d];
-            expandable = s == 1 || s == gs[gs.size() - 1 - d];
-          }
-          MT_CHECK(expandable, Derived::name, "backward returned a gradient of shape ", grads[i].shape_str(),
-                   " for input ", i, " of shape ", shape_str(shapes[i]));
-          grads[i] = sum_to(grads[i], shapes[i]);
-        }
+        // A wrong count, shape, dtype or device from user code must not reach the engine (it
+        // would mis-accumulate, or fail in the next node's backward naming that node).
+        MT_CHECK(grads.size() == metas.size(), Derived::name, "backward returned ", grads.size(),
+                 " gradients but forward took ", metas.size(), " tensors");
+        for (size_t i = 0; i < grads.size(); ++i)
+          if (needs[i] && grads[i].defined()) grads[i] = fit_gradient(grads[i], metas[i], i);
         return grads;
       });
     }
@@ -105,6 +95,38 @@ struct Function {
   }
 
  private:
+  // What backward's gradient for an input must match: the input as forward saw it (after autocast).
+  struct InputMeta {
+    Shape shape;
+    DType dtype;
+    Device device;
+  };
+
+  // As PyTorch's engine does: a gradient of a broadcast shape is summed back to the input's
+  // shape, and a floating gradient is cast to the input's dtype and moved to its device (a bf16
+  // activation meeting an fp32 parameter yields one fp32 gradient; each input gets its own).
+  static Tensor fit_gradient(Tensor grad, const InputMeta& in, size_t i) {
+    if (grad.sizes() != in.shape) {
+      const Shape& gs = grad.sizes();
+      bool expandable = in.shape.size() <= gs.size();
+      for (size_t d = 0; expandable && d < in.shape.size(); ++d) {
+        int64_t s = in.shape[in.shape.size() - 1 - d];
+        expandable = s == 1 || s == gs[gs.size() - 1 - d];
+      }
+      MT_CHECK(expandable, Derived::name, "backward returned a gradient of shape ", grad.shape_str(), " for input ", i,
+               " of shape ", shape_str(in.shape));
+      grad = sum_to(grad, in.shape);
+    }
+    if (grad.dtype() != in.dtype) {
+      MT_CHECK(is_floating(grad.dtype()) && is_floating(in.dtype), Derived::name, "backward returned a ",
+               dtype_name(grad.dtype()), " gradient for input ", i, " of dtype ", dtype_name(in.dtype), " (shape ",
+               shape_str(in.shape), "): only floating gradients can be cast to a floating input's dtype");
+      grad = grad.to(in.dtype);
+    }
+    if (grad.device() != in.device) grad = grad.to(in.device);
+    return grad;
+  }
+
   template <typename T>
   static void collect(std::vector<Tensor>& v, const T& a) {
     if constexpr (std::is_same_v<std::decay_t<T>, Tensor>) v.push_back(a);
@@ -112,8 +134,10 @@ struct Function {
   // Returns the autocast input for Tensor arguments, the argument itself otherwise.
   template <typename T>
   static decltype(auto) pick(const std::vector<Tensor>& inputs, size_t& i, T&& a) {
-    if constexpr (std::is_same_v<std::decay_t<T>, Tensor>) return Tensor(inputs[i++]);
-    else return std::forward<T>(a);
+    if constexpr (std::is_same_v<std::decay_t<T>, Tensor>)
+      return Tensor(inputs[i++]);
+    else
+      return std::forward<T>(a);
   }
 };
 

@@ -19,8 +19,7 @@ Tensor gemm_operand(const Tensor& t) {
 Tensor bmm3(const Tensor& a0, const Tensor& b0) {
   Tensor a = gemm_operand(a0), b = gemm_operand(b0);
   Tensor y = make_tensor({a.size(0), a.size(1), b.size(2)}, a.dtype(), a.device());
-  if (a.size(2) == 0) backend_for(a.device()).fill(y, 0);
-  else if (y.numel() > 0) backend_for(a.device()).matmul(a, b, y);
+  if (y.numel() > 0) backend_for(a.device()).matmul(a, b, Tensor(), y);
   if (needs_grad({a, b})) {
     record("MmBackward", {a, b}, y, [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g, auto& need) {
       Tensor ga, gb;

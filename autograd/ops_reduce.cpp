@@ -64,7 +64,8 @@ Tensor mean(const Tensor& x0, const Shape& dims_in, bool keepdim) {
   return sum(x, Shape(dims.begin(), dims.end()), keepdim) / double(count_of(x.sizes(), dims));
 }
 
-Tensor prod(const Tensor& x, int64_t dim_in, bool keepdim) {
+Tensor prod(const Tensor& x0, int64_t dim_in, bool keepdim) {
+  Tensor x = amp::autocast_one("prod", x0);
   int64_t dim = wrap_dim(dim_in, x.dim(), "prod");
   Tensor y = launch::reduce(ReduceOp::Prod, x, {dim}, keepdim, x.dtype());
   if (needs_grad({x})) {
@@ -143,7 +144,7 @@ Tensor var(const Tensor& x0, const Shape& dims_in, int64_t correction, bool keep
 }
 
 Tensor std(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
-  return sqrt(var(x, dims, correction, keepdim));
+  return sqrt(var(amp::autocast_one("std", x), dims, correction, keepdim));
 }
 
 Tensor logsumexp(const Tensor& x0, const Shape& dims_in, bool keepdim) {

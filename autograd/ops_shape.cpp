@@ -341,8 +341,9 @@ Tensor cat(const std::vector<Tensor>& ts0, int64_t dim_in) {
   return y;
 }
 
-Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
-  MT_CHECK(!ts.empty(), "stack", "expected a non-empty list of tensors");
+Tensor stack(const std::vector<Tensor>& ts0, int64_t dim) {
+  MT_CHECK(!ts0.empty(), "stack", "expected a non-empty list of tensors");
+  const std::vector<Tensor> ts = amp::autocast_many("stack", ts0);
   dim = wrap_dim(dim, ts[0].dim() + 1, "stack");
   std::vector<Tensor> us;
   for (size_t i = 0; i < ts.size(); ++i) {

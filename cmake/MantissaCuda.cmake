@@ -3,6 +3,7 @@
 # flags plus -Werror; device files (cuda/*.cu) go through nvcc in an object library, since
 # nvcc rejects the host-only flags that `mantissa` carries (-Wall, -march=native).
 set(MANTISSA_WITH_CUDA OFF)
+set(MANTISSA_WITH_CUDNN OFF)
 if(NOT MANTISSA_CUDA STREQUAL "OFF")
   if(NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
@@ -34,10 +35,10 @@ if(MANTISSA_WITH_CUDA)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   find_package(CUDAToolkit REQUIRED)
 
-  # cuDNN 9 ships inside the toolkit tree here, or as Debian/NVIDIA packages elsewhere.
-  find_path(MANTISSA_CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/include /usr/include/x86_64-linux-gnu)
-  find_library(MANTISSA_CUDNN_LIBRARY cudnn
-    HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib /usr/lib/x86_64-linux-gnu)
+  # cuDNN 9 ships inside the toolkit tree here, or as Debian/NVIDIA packages elsewhere. The
+  # imported target (not a path) is what the exported package records.
+  find_package(MantissaCuDNN)
+  set(MANTISSA_WITH_CUDNN ${MantissaCuDNN_FOUND})
 
   file(GLOB MANTISSA_CUDA_HOST_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/cuda/*.cpp)
   file(GLOB MANTISSA_CUDA_DEVICE_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/cuda/*.cu)
@@ -61,11 +62,10 @@ if(MANTISSA_WITH_CUDA)
   set_source_files_properties(${MANTISSA_CUDA_HOST_SOURCES} PROPERTIES COMPILE_OPTIONS -Werror)
   target_compile_definitions(mantissa PUBLIC MANTISSA_WITH_CUDA)
   target_link_libraries(mantissa PRIVATE CUDA::cudart CUDA::cublas CUDA::cublasLt CUDA::nvtx3)
-  if(MANTISSA_CUDNN_INCLUDE_DIR AND MANTISSA_CUDNN_LIBRARY)
-    target_include_directories(mantissa PRIVATE ${MANTISSA_CUDNN_INCLUDE_DIR})
-    target_link_libraries(mantissa PRIVATE ${MANTISSA_CUDNN_LIBRARY})
+  if(MANTISSA_WITH_CUDNN)
+    target_link_libraries(mantissa PRIVATE Mantissa::cuDNN)
     target_compile_definitions(mantissa PRIVATE MANTISSA_WITH_CUDNN)
-    message(STATUS "mantissa: cuDNN ${MANTISSA_CUDNN_LIBRARY}")
+    message(STATUS "mantissa: cuDNN ${MantissaCuDNN_LIBRARY}")
   else()
     message(STATUS "mantissa: cuDNN not found (convolutions will use the fallback path)")
   endif()

@@ -1,4 +1,5 @@
-// The autocast op lists (design §4): one table, readable and extensible by users.
+// The autocast op lists: one table, readable and extensible by users (docs/amp.md). Every
+// entry names an op that looks itself up here; tests/test_amp.cpp checks that each is reached.
 #include "core/autocast_policy.h"
 
 #include <mutex>
@@ -8,19 +9,12 @@ namespace mantissa::amp {
 
 namespace {
 
-std::map<std::string, CastPolicy>& table() {
-  static std::map<std::string, CastPolicy> t = {
+const std::map<std::string, CastPolicy>& builtin_table() {
+  static const std::map<std::string, CastPolicy> t = {
       // Lower precision: GEMM-shaped work that tensor cores run in fp16/bf16 with fp32 accumulation.
       {"matmul", CastPolicy::LowerPrecision},
       {"linear", CastPolicy::LowerPrecision},
-      {"bmm", CastPolicy::LowerPrecision},
-      {"addmm", CastPolicy::LowerPrecision},
-      {"baddbmm", CastPolicy::LowerPrecision},
-      {"conv1d", CastPolicy::LowerPrecision},
       {"conv2d", CastPolicy::LowerPrecision},
-      {"conv_transpose1d", CastPolicy::LowerPrecision},
-      {"conv_transpose2d", CastPolicy::LowerPrecision},
-      {"scaled_dot_product_attention", CastPolicy::LowerPrecision},
       // fp32: ranges or accumulations that fp16 cannot hold.
       {"exp", CastPolicy::Fp32},
       {"log", CastPolicy::Fp32},
@@ -33,27 +27,26 @@ std::map<std::string, CastPolicy>& table() {
       {"sum", CastPolicy::Fp32},
       {"mean", CastPolicy::Fp32},
       {"prod", CastPolicy::Fp32},
-      {"cumsum", CastPolicy::Fp32},
-      {"norm", CastPolicy::Fp32},
       {"var", CastPolicy::Fp32},
       {"std", CastPolicy::Fp32},
       {"logsumexp", CastPolicy::Fp32},
       {"layer_norm", CastPolicy::Fp32},
-      {"group_norm", CastPolicy::Fp32},
       {"batch_norm", CastPolicy::Fp32},
       {"cross_entropy", CastPolicy::Fp32},
       {"nll_loss", CastPolicy::Fp32},
       {"mse_loss", CastPolicy::Fp32},
-      {"l1_loss", CastPolicy::Fp32},
       {"binary_cross_entropy_with_logits", CastPolicy::Fp32},
       // Promote: ops combining several inputs into one tensor.
       {"cat", CastPolicy::Promote},
       {"stack", CastPolicy::Promote},
       {"where", CastPolicy::Promote},
       {"scatter_add", CastPolicy::Promote},
-      {"addcmul", CastPolicy::Promote},
-      {"addcdiv", CastPolicy::Promote},
   };
+  return t;
+}
+
+std::map<std::string, CastPolicy>& table() {
+  static std::map<std::string, CastPolicy> t = builtin_table();
   return t;
 }
 
@@ -61,6 +54,8 @@ std::mutex& table_mutex() {
   static std::mutex m;
   return m;
 }
+
+thread_local PolicyLookupLog* t_lookup_log = nullptr;
 
 }  // namespace
 
@@ -80,6 +75,7 @@ AutocastState& autocast_state() {
 }
 
 CastPolicy cast_policy(const std::string& op) {
+  if (t_lookup_log) t_lookup_log->names_.insert(op);
   std::lock_guard<std::mutex> lock(table_mutex());
   auto it = table().find(op);
   return it == table().end() ? CastPolicy::PassThrough : it->second;
@@ -91,6 +87,10 @@ void register_cast_policy(const std::string& op, CastPolicy policy) {
 }
 
 const std::map<std::string, CastPolicy>& cast_policy_table() { return table(); }
+const std::map<std::string, CastPolicy>& builtin_cast_policy_table() { return builtin_table(); }
+
+PolicyLookupLog::PolicyLookupLog() : prev_(t_lookup_log) { t_lookup_log = this; }
+PolicyLookupLog::~PolicyLookupLog() { t_lookup_log = prev_; }
 
 std::string policy_table_str() {
   std::ostringstream os;

@@ -3,6 +3,8 @@
 // extend it for your own ops with register_cast_policy().
 #pragma once
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 
 #include "core/device.h"
@@ -23,15 +25,38 @@ const char* policy_name(CastPolicy p);
 struct AutocastState {
   bool enabled = false;
   DType dtype = DType::Float16;
-  DeviceType device = DeviceType::CPU;
+  std::optional<DeviceType> device;  // empty: every device (the inputs' own)
 };
 AutocastState& autocast_state();
+// Whether the current autocast state casts an op's inputs that live on `device`.
+inline bool autocast_applies(DeviceType device) {
+  const AutocastState& s = autocast_state();
+  return s.enabled && (!s.device || *s.device == device);
+}
 
 // The policy of an op name (PassThrough for ops not in the table).
 CastPolicy cast_policy(const std::string& op);
 // Adds or changes an op's policy; custom ops call this when they are defined.
 void register_cast_policy(const std::string& op, CastPolicy policy);
 const std::map<std::string, CastPolicy>& cast_policy_table();
+// The library's own entries, without later registrations.
+const std::map<std::string, CastPolicy>& builtin_cast_policy_table();
+
+// While alive, records on this thread the name of every op that looks up its policy (ops do so
+// only under an enabled autocast). Tests use it to prove each table entry is reached by an op.
+class PolicyLookupLog {
+ public:
+  PolicyLookupLog();
+  ~PolicyLookupLog();
+  PolicyLookupLog(const PolicyLookupLog&) = delete;
+  PolicyLookupLog& operator=(const PolicyLookupLog&) = delete;
+  const std::set<std::string>& names() const { return names_; }
+
+ private:
+  friend CastPolicy cast_policy(const std::string& op);
+  std::set<std::string> names_;
+  PolicyLookupLog* prev_;
+};
 // The table as text, one "op: policy" line each, grouped by policy.
 std::string policy_table_str();
 

@@ -114,9 +114,9 @@ struct Profiled {
     profiler::Range r(log ? "log_softmax" : "softmax");
     Inner().softmax(in, out, log);
   }
-  static void matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
+  static void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
     profiler::Range r("matmul");
-    Inner().matmul(a, b, out);
+    Inner().matmul(a, b, bias, out);
   }
   static void index_select(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) {
     profiler::Range r("index_select");

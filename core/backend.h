@@ -71,8 +71,10 @@ struct Backend {
   // in, out: contiguous [outer, n]; softmax or log_softmax along n, computed in fp32.
   void (*softmax)(const Tensor& in, const Tensor& out, bool log);
   // a: [B, M, K], b: [B, K, N] (any strides with unit stride in one of the last two dims or
-  // contiguous); out: contiguous [B, M, N]. Reduced floats accumulate in fp32.
-  void (*matmul)(const Tensor& a, const Tensor& b, const Tensor& out);
+  // contiguous); bias: undefined or contiguous [N] of out's dtype, added to every row in the
+  // accumulator before the single rounding to out's dtype (linear's epilogue); out: contiguous
+  // [B, M, N]. Reduced floats accumulate in fp32. K == 0 gives bias (or zeros).
+  void (*matmul)(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
   // out[.., i, ..] = in[.., index[i], ..] along dim; index int64 contiguous.
   void (*index_select)(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out);
   // out[i][j] = in[i][index[i][j]] along dim (index same rank as in).

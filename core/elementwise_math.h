@@ -1,4 +1,4 @@
-// Per-element math, written once for the CPU and CUDA launchers (design §3).
+// Per-element math, written once for the CPU and CUDA launchers (docs/design.md §3).
 // Each functor maps compute-type values (float for fp16/bf16/fp32, double for fp64)
 // to a compute-type result; the launchers convert from and to storage types.
 #pragma once

@@ -1,5 +1,5 @@
 // Per-element and per-window math of the nn kernels, written once for the CPU
-// kernels (core/cpu/nn_*.cpp) and the CUDA ones (cuda/nn_*.cu, design §3): window bounds
+// kernels (core/cpu/nn_*.cpp) and the CUDA ones (cuda/nn_*.cu, docs/design.md §3): window bounds
 // of convolution and pooling, and the element formulas of normalization and cross-entropy.
 #pragma once
 #include <bit>

@@ -1,4 +1,4 @@
-// Gradient accumulation with the GradScaler's non-finite check fused in (design §4): the
+// Gradient accumulation with the GradScaler's non-finite check fused in (docs/design.md §4): the
 // same functor as core/cpu/grad.cpp, and the flag stays on the device (no host sync).
 #include "core/elementwise_math.h"
 #include "cuda/kernels.h"

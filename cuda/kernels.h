@@ -15,7 +15,7 @@ void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& o
 void reduce(ReduceOp op, const Tensor& in, const Tensor& out);
 void var_mean(const Tensor& in, const Tensor& var, const Tensor& mean, int64_t correction);
 void softmax(const Tensor& in, const Tensor& out, bool log);
-void matmul(const Tensor& a, const Tensor& b, const Tensor& out);
+void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
 void index_select(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out);
 void gather(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out);
 void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);

@@ -1,5 +1,5 @@
 // Batched GEMM through cuBLAS. fp16/bf16/fp32 go through cublasGemmStridedBatchedEx with
-// CUBLAS_COMPUTE_32F (fp32 accumulation, design §4; reduced-precision split-K reductions
+// CUBLAS_COMPUTE_32F (fp32 accumulation, docs/amp.md; reduced-precision split-K reductions
 // are disallowed), fp64 through cublasDgemmStridedBatched. TF32 for fp32 inputs only when
 // cuda::set_allow_tf32(true).
 //
@@ -132,19 +132,22 @@ void check_int(int64_t v, const char* what) {
 void set_allow_tf32(bool on) { g_allow_tf32.store(on); }
 bool allow_tf32() { return g_allow_tf32.load(); }
 
-// a: [B, M, K], b: [B, K, N] (batch stride may be 0); out: contiguous [B, M, N].
-void matmul(const Tensor& a0, const Tensor& b0, const Tensor& out) {
+// a: [B, M, K], b: [B, K, N] (batch stride may be 0); bias: undefined or [N]; out: contiguous
+// [B, M, N]. The bias is broadcast into C first and the GEMM runs with beta = 1, so cuBLAS adds
+// it in its fp32 compute type and rounds fp16/bf16 once (bias values are exact in out's dtype).
+void matmul(const Tensor& a0, const Tensor& b0, const Tensor& bias, const Tensor& out) {
   const int64_t B = out.size(0), M = out.size(1), N = out.size(2), K = a0.size(2);
   MT_CHECK(out.is_contiguous(), "matmul", "the CUDA kernel expects a contiguous output");
   MT_CHECK(a0.dtype() == out.dtype() && b0.dtype() == out.dtype(), "matmul", "operands must share a dtype, got ",
            dtype_name(a0.dtype()), ", ", dtype_name(b0.dtype()), " -> ", dtype_name(out.dtype()));
   if (B == 0 || M == 0 || N == 0) return;
-  if (K == 0) {
-    fill(out, 0);
-    return;
-  }
   const int dev = out.device().index;
   DeviceGuard g(dev);
+  if (bias.defined()) copy_same_device(make_view(bias, out.sizes(), {0, 0, 1}, bias.offset()), out);
+  if (K == 0) {
+    if (!bias.defined()) fill(out, 0);
+    return;
+  }
   MT_NVTX_RANGE("matmul");
   Tensor a = a0, b = b0;
   Layout la = layout_of(M, K, a.stride(1), a.stride(2));
@@ -173,7 +176,7 @@ void matmul(const Tensor& a0, const Tensor& b0, const Tensor& out) {
   const int m = int(N), n = int(M), k = int(K), lda = int(lb.ld), ldb = int(la.ld), ldc = int(N);
 
   if (out.dtype() == DType::Float64) {
-    const double alpha = 1.0, beta = 0.0;
+    const double alpha = 1.0, beta = bias.defined() ? 1.0 : 0.0;
     MT_CUBLAS_CHECK(cublasDgemmStridedBatched(h, opa, opb, m, n, k, &alpha, static_cast<const double*>(b.raw_data()),
                                               lda, sb, static_cast<const double*>(a.raw_data()), ldb, sa, &beta,
                                               static_cast<double*>(out.raw_data()), ldc, sc, int(B)));
@@ -195,7 +198,7 @@ void matmul(const Tensor& a0, const Tensor& b0, const Tensor& out) {
     default:
       MT_FAIL("matmul", "expected a floating-point tensor, got ", dtype_name(out.dtype()));
   }
-  const float alpha = 1.0f, beta = 0.0f;  // scalars in the compute type (fp32)
+  const float alpha = 1.0f, beta = bias.defined() ? 1.0f : 0.0f;  // scalars in the compute type (fp32)
   MT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, opa, opb, m, n, k, &alpha, b.raw_data(), type, lda, sb, a.raw_data(),
                                              type, ldb, sa, &beta, out.raw_data(), type, ldc, sc, int(B), compute,
                                              CUBLAS_GEMM_DEFAULT));

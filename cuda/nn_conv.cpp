@@ -5,7 +5,7 @@
 // cudnnSetConvolutionGroupCount. Without it, or when cuDNN offers no algorithm that keeps the
 // precision rules, or a size exceeds its 32-bit limits: im2col / col2im kernels + cuBLAS GEMM.
 //
-// Precision (design §4): compute type fp32 for fp16/bf16/fp32 (fp32 accumulation), fp64 for
+// Precision (docs/design.md §4): compute type fp32 for fp16/bf16/fp32 (fp32 accumulation), fp64 for
 // fp64. Math type: CUDNN_TENSOR_OP_MATH for fp16/bf16; for fp32 CUDNN_FMA_MATH, because
 // CUDNN_DEFAULT_MATH lets cuDNN pick TF32 kernels on Ampere and later, unless
 // cuda::set_allow_tf32(true) (then CUDNN_DEFAULT_MATH). A heuristic candidate whose reported

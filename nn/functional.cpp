@@ -46,16 +46,12 @@ Tensor linear(const Tensor& x0, const Tensor& w0, const Tensor& b0) {
   Tensor y = make_tensor({1, M, N}, x.dtype(), x.device());
   const Backend& be = backend_for(x.device());
   if (M * N > 0) {
-    if (K == 0) {
-      be.fill(y, 0);
-    } else {
-      Tensor xc = launch::contiguous(x);
-      Tensor wc = launch::contiguous(w);
-      Tensor a = make_view(xc, {1, M, K}, {0, K, 1}, xc.offset());
-      Tensor bt = make_view(wc, {1, K, N}, {0, 1, K}, wc.offset());  // W^T without a copy
-      be.matmul(a, bt, y);
-    }
-    if (b.defined()) be.binary(BinaryOp::Add, y, b, y);
+    Tensor xc = launch::contiguous(x);
+    Tensor wc = launch::contiguous(w);
+    Tensor a = make_view(xc, {1, M, K}, {0, K, 1}, xc.offset());
+    Tensor bt = make_view(wc, {1, K, N}, {0, 1, K}, wc.offset());  // W^T without a copy
+    // The bias joins the fp32 accumulator, so fp16/bf16 outputs are rounded once, not twice.
+    be.matmul(a, bt, b.defined() ? launch::contiguous(b) : Tensor(), y);
   }
   y = make_view(y, out_shape, contiguous_strides(out_shape), 0);
   if (needs_grad({x, w, b})) {

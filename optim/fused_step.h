@@ -1,4 +1,4 @@
-// Getting parameters ready for the fused optimizer step (design §4 "step"), on any device.
+// Getting parameters ready for the fused optimizer step (docs/design.md §4 "step"), on any device.
 //
 // The element work is one dispatch-table entry, Backend::fused_optimizer_step (CPU:
 // core/cpu/amp_step.cpp; CUDA: cuda/amp_step.cu, one multi-tensor kernel per launch):

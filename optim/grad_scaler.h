@@ -1,4 +1,4 @@
-// GradScaler: loss scaling that is part of backward (design §4).
+// GradScaler: loss scaling that is part of backward (docs/design.md §4).
 //
 //   mt::amp::GradScaler scaler;                 // dynamic: 2^16, x2 every 2000 clean steps, x0.5 on overflow
 //   { mt::amp::Autocast ac(mt::kHalf); loss = F::cross_entropy(net.forward(x), y); }

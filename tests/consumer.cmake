@@ -7,8 +7,18 @@ set(_consumer_args
   -DBUILD_TYPE=${CMAKE_BUILD_TYPE}
   -DCXX_COMPILER=${CMAKE_CXX_COMPILER}
   -DMANTISSA_CUDA=${MANTISSA_CUDA})
+# Paths of this machine that the installed config files must not name.
+set(_forbidden "${PROJECT_SOURCE_DIR}|${PROJECT_BINARY_DIR}")
+if(CUDAToolkit_BIN_DIR)
+  get_filename_component(_cuda_root "${CUDAToolkit_BIN_DIR}" DIRECTORY)
+  string(APPEND _forbidden "|${_cuda_root}|${CUDAToolkit_LIBRARY_ROOT}")
+endif()
+if(MantissaCuDNN_LIBRARY)
+  string(APPEND _forbidden "|${MantissaCuDNN_LIBRARY}")
+endif()
 add_test(NAME package.find_package
   COMMAND ${CMAKE_COMMAND} ${_consumer_args} -DMODE=install -DMANTISSA_BUILD_DIR=${PROJECT_BINARY_DIR}
+          "-DFORBIDDEN_PATHS=${_forbidden}"
           -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/consumer-install -P ${CMAKE_CURRENT_SOURCE_DIR}/consumer/run.cmake)
 # A second full build of the library: the slowest test, so it gets a long timeout.
 # The subdirectory build checks the CMake wiring, not the GPU code: CUDA stays off there so

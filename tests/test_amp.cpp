@@ -5,6 +5,11 @@
 #include <mantissa.h>
 
 #include <cmath>
+#include <functional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/half.h"
 #include "optim/adam.h"
@@ -29,7 +34,7 @@ TEST(AmpPaper, MasterWeightsKeepTinyUpdates) {
     w16_only.sub_(mt::full({1}, 1e-4f, {.dtype = mt::kHalf}));  // fp16-only weights
   }
   EXPECT_NEAR(master.item<float>(), 1.0f - 10 * 1e-4f, 1e-6f);  // kept with a master
-  EXPECT_EQ(w16_only.item<float>(), 1.0f);                       // lost without one
+  EXPECT_EQ(w16_only.item<float>(), 1.0f);                      // lost without one
   // The working copy used by autocast follows the master at fp16 resolution.
   EXPECT_EQ(mt::amp::working_copy(master, mt::kHalf).item<float>(), half_round(1.0f - 10 * 1e-4f));
 }
@@ -77,8 +82,8 @@ TEST(AmpPaper, Fp32AccumulationOfFp16Products) {
   for (auto v : p) s = mt::Half(float(s) + float(v));
   double fp16_acc = float(s);
   double err32 = std::fabs(fp32_acc - exact) / exact, err16 = std::fabs(fp16_acc - exact) / exact;
-  EXPECT_LT(err32, 1e-3);          // one fp16 rounding of the result
-  EXPECT_GT(err16, 20 * err32);    // fp16 accumulation stalls once the sum dwarfs each product
+  EXPECT_LT(err32, 1e-3);        // one fp16 rounding of the result
+  EXPECT_GT(err16, 20 * err32);  // fp16 accumulation stalls once the sum dwarfs each product
 }
 
 TEST(GradScaler, InfGradientSkipsStepAndBacksOff) {
@@ -92,7 +97,7 @@ TEST(GradScaler, InfGradientSkipsStepAndBacksOff) {
   EXPECT_FALSE(scaler.step(opt));
   scaler.update();
   EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{1, 2}));  // untouched
-  EXPECT_EQ(opt.state(0), nullptr);                              // Adam's step count not advanced
+  EXPECT_EQ(opt.state(0), nullptr);                             // Adam's step count not advanced
   EXPECT_EQ(scaler.scale(), 512.0);
   EXPECT_EQ(scaler.skipped_steps(), 1);
   EXPECT_FALSE(scaler.found_inf());  // cleared by update()
@@ -207,12 +212,12 @@ TEST(Autocast, OpListsDecideOutputTypes) {
   mt::Tensor x = mt::randn({4, 8}), w = mt::randn({8, 3}).requires_grad_();
   mt::amp::Autocast ac(mt::kHalf);
   mt::Tensor y = mt::matmul(x, w);
-  EXPECT_EQ(y.dtype(), mt::kHalf);                      // lower-precision list
-  EXPECT_EQ(mt::softmax(y, 1).dtype(), mt::kFloat32);   // fp32 list
+  EXPECT_EQ(y.dtype(), mt::kHalf);                     // lower-precision list
+  EXPECT_EQ(mt::softmax(y, 1).dtype(), mt::kFloat32);  // fp32 list
   EXPECT_EQ(mt::exp(y).dtype(), mt::kFloat32);
   EXPECT_EQ(mt::sum(y).dtype(), mt::kFloat32);
-  EXPECT_EQ((y + mt::ones({4, 3})).dtype(), mt::kFloat32);  // type promotion
-  EXPECT_EQ(mt::relu(y).dtype(), mt::kHalf);             // pass-through
+  EXPECT_EQ((y + mt::ones({4, 3})).dtype(), mt::kFloat32);          // type promotion
+  EXPECT_EQ(mt::relu(y).dtype(), mt::kHalf);                        // pass-through
   EXPECT_EQ(mt::cat({y, mt::ones({1, 3})}).dtype(), mt::kFloat32);  // promote
   mt::sum(y).backward();
   EXPECT_EQ(w.grad().dtype(), mt::kFloat32);  // master gradient in fp32
@@ -249,7 +254,7 @@ TEST(DualCopy, WorkingCopyMadeOncePerOptimizerStep) {
   const uint64_t before = mt::amp::working_copy_casts();
   for (int i = 0; i < 3; ++i) forward().backward();
   EXPECT_EQ(mt::amp::working_copy_casts() - before, 2u);  // one per parameter, not per forward
-  opt.step();  // fused update rewrites the copies in place
+  opt.step();                                             // fused update rewrites the copies in place
   forward().backward();
   EXPECT_EQ(mt::amp::working_copy_casts() - before, 2u);
   mt::Tensor w16 = mt::amp::working_copy(w, mt::kHalf);
@@ -310,4 +315,172 @@ TEST(Autocast, CustomOpDeclaresItsCategory) {
   EXPECT_EQ(x.grad().dtype(), mt::kFloat32);
   EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{2, 2, 2}));
   EXPECT_NE(mt::amp::policy_table_str().find("twice_custom"), std::string::npos);
+}
+
+// --------------------------------------------------------------- linear's bias rounds once
+
+namespace {
+namespace F = mt::nn::functional;
+
+// Spacing of `dtype` at |v| (one unit in the last place).
+double ulp(double v, mt::DType dtype) {
+  const int mantissa_bits = dtype == mt::kBFloat16 ? 7 : 10;
+  const int min_exp = dtype == mt::kBFloat16 ? -126 : -14;
+  const int e = std::max(v == 0 ? min_exp : std::ilogb(v), min_exp);
+  return std::ldexp(1.0, e - mantissa_bits);
+}
+}  // namespace
+
+// x = [1, 2^-k], w = [1, 1], b = -1 with 2^-k half of the dtype's spacing at 1: rounding the
+// product before adding the bias gives 0 (1 + 2^-k ties to 1); PyTorch adds the bias in the
+// fp32 accumulator and gets 2^-k (checked: torch 1.13 CPU autocast, bf16, gives 2^-8).
+TEST(AutocastLinear, BiasJoinsTheAccumulatorBeforeRounding) {
+  for (auto [dtype, k] : {std::pair{mt::kBFloat16, 8}, std::pair{mt::kHalf, 11}}) {
+    mt::Tensor x = mt::from_vector(std::vector<float>{1.0f, std::ldexp(1.0f, -k)}, {1, 2});
+    mt::Tensor w = mt::ones({1, 2}), b = mt::full({1}, -1.0);
+    mt::amp::Autocast ac(dtype);
+    mt::Tensor y = F::linear(x, w, b);
+    EXPECT_EQ(y.dtype(), dtype);
+    EXPECT_EQ(y.item<double>(), std::ldexp(1.0, -k)) << mt::dtype_name(dtype);
+  }
+}
+
+// A random 64x128 -> 96 layer whose bias cancels most of the product: every output is within
+// one unit of the fp64 sum of the (rounded) operands, plus fp32 accumulation error (16 fp32
+// units of the sum of |terms|; it matters only in fp16's subnormal range). Rounding the product
+// before adding the bias was off by up to hundreds of units where the bias cancels.
+TEST(AutocastLinear, RandomLayerWithinOneUnitOfCorrectlyRounded) {
+  mt::manual_seed(11);
+  mt::Tensor x = mt::randn({64, 128}), w = mt::randn({96, 128}) * 0.1;
+  mt::Tensor b = -mt::matmul(x.slice(0, 0, 1), w.t()).reshape({96});  // cancels row 0 exactly-ish
+  b = b + mt::randn({96}) * 0.01;
+  for (mt::DType dtype : {mt::kBFloat16, mt::kHalf}) {
+    mt::Tensor y;
+    {
+      mt::amp::Autocast ac(dtype);
+      y = F::linear(x, w, b);
+    }
+    ASSERT_EQ(y.dtype(), dtype);
+    auto r = [&](const mt::Tensor& t) { return t.to(dtype).to(mt::kFloat64); };
+    mt::Tensor want = F::linear(r(x), r(w), r(b));  // fp64 sum of the operands autocast saw
+    mt::Tensor terms = F::linear(r(x).abs(), r(w).abs(), r(b).abs());
+    mt::Tensor got = y.to(mt::kFloat64).contiguous(), exact = want.contiguous(), mag = terms.contiguous();
+    const double* g = got.data_ptr<double>();
+    const double* e = exact.data_ptr<double>();
+    const double* m = mag.data_ptr<double>();
+    for (int64_t i = 0; i < got.numel(); ++i)
+      ASSERT_LE(std::abs(g[i] - e[i]), ulp(e[i], dtype) + std::ldexp(m[i], -20))
+          << mt::dtype_name(dtype) << " at " << i;
+  }
+}
+
+// ------------------------------------------------------------------ autocast's devices
+
+// The documented one-liner applies to tensors on any device, so a CUDA model under
+// Autocast(kHalf) runs its matmuls in fp16; naming a device restricts autocast to it.
+TEST(Autocast, AppliesToEveryDeviceUnlessOneIsNamed) {
+  EXPECT_FALSE(mt::amp::autocast_applies(mt::DeviceType::CPU));
+  {
+    mt::amp::Autocast ac(mt::kHalf);
+    EXPECT_TRUE(mt::amp::autocast_applies(mt::DeviceType::CPU));
+    EXPECT_TRUE(mt::amp::autocast_applies(mt::DeviceType::CUDA));
+    {
+      mt::amp::Autocast cpu_only(mt::kBFloat16, true, mt::DeviceType::CPU);
+      EXPECT_TRUE(mt::amp::autocast_applies(mt::DeviceType::CPU));
+      EXPECT_FALSE(mt::amp::autocast_applies(mt::DeviceType::CUDA));
+    }
+    {
+      mt::amp::Autocast cuda_only(mt::kHalf, true, mt::DeviceType::CUDA);
+      EXPECT_FALSE(mt::amp::autocast_applies(mt::DeviceType::CPU));
+      EXPECT_EQ(mt::matmul(mt::ones({2, 2}), mt::ones({2, 2})).dtype(), mt::kFloat32);  // CPU passes through
+    }
+    mt::amp::Autocast keep(false);  // disabling keeps the device choice and turns it off
+    EXPECT_FALSE(mt::amp::autocast_applies(mt::DeviceType::CUDA));
+  }
+}
+
+// ------------------------------------------------------------ the table matches the ops
+
+namespace {
+struct TableCase {
+  const char* op;
+  std::function<mt::Tensor()> run;
+};
+
+// One call per op that looks itself up in the autocast table, with inputs of mixed precision.
+std::vector<TableCase> table_cases() {
+  mt::Tensor h = mt::rand({4, 6}).to(mt::kHalf) + 0.5, f = mt::rand({4, 6}) + 0.5;
+  mt::Tensor labels = mt::randint(0, 6, {4});
+  mt::Tensor img = mt::randn({2, 3, 5, 5}), k = mt::randn({4, 3, 3, 3});
+  return {
+      {"matmul", [=] { return mt::matmul(f, f.t()); }},
+      {"linear",
+       [=] {
+         return F::linear(f, mt::randn({3, 6}), mt::randn({3}));
+       }},
+      {"conv2d", [=] { return F::conv2d(img, k); }},
+      {"exp", [=] { return mt::exp(h); }},
+      {"log", [=] { return mt::log(h); }},
+      {"log1p", [=] { return mt::log1p(h); }},
+      {"pow", [=] { return mt::pow(h, 2.0); }},
+      {"rsqrt", [=] { return mt::rsqrt(h); }},
+      {"reciprocal", [=] { return mt::reciprocal(h); }},
+      {"softmax", [=] { return mt::softmax(h, 1); }},
+      {"log_softmax", [=] { return mt::log_softmax(h, 1); }},
+      {"sum", [=] { return mt::sum(h); }},
+      {"mean", [=] { return mt::mean(h); }},
+      {"prod", [=] { return mt::prod(h, 1); }},
+      {"var", [=] { return mt::var(h); }},
+      {"std", [=] { return mt::std(h); }},
+      {"logsumexp", [=] { return mt::logsumexp(h, {1}); }},
+      {"layer_norm", [=] { return F::layer_norm(h, {6}); }},
+      {"batch_norm", [=] { return F::batch_norm(h, {}, {}, {}, {}, true); }},
+      {"cross_entropy", [=] { return F::cross_entropy(h, labels); }},
+      {"nll_loss", [=] { return F::nll_loss(h, labels); }},
+      {"mse_loss", [=] { return F::mse_loss(h, h); }},
+      {"binary_cross_entropy_with_logits", [=] { return F::binary_cross_entropy_with_logits(h, h); }},
+      {"cat",
+       [=] {
+         return mt::cat({h, f});
+       }},
+      {"stack",
+       [=] {
+         return mt::stack({h, f});
+       }},
+      {"where", [=] { return mt::where(f > 1.0, h, f); }},
+      {"scatter_add",
+       [=] {
+         return mt::scatter_add(f, 1, mt::zeros({4, 6}, {.dtype = mt::kInt64}), h);
+       }},
+  };
+}
+}  // namespace
+
+// Every table entry is looked up by the op of that name, and the op's output has the dtype its
+// category promises; every op that must run in fp32 or lower precision has an entry.
+TEST(Autocast, EveryTableEntryIsReachedByItsOp) {
+  mt::manual_seed(5);
+  std::set<std::string> exercised;
+  mt::amp::Autocast ac(mt::kBFloat16);
+  for (const TableCase& c : table_cases()) {
+    mt::amp::PolicyLookupLog log;
+    mt::Tensor y = c.run();
+    EXPECT_TRUE(log.names().count(c.op)) << c.op << " never looked up its autocast policy";
+    switch (mt::amp::cast_policy(c.op)) {
+      case mt::amp::CastPolicy::LowerPrecision:
+        EXPECT_EQ(y.dtype(), mt::kBFloat16) << c.op;
+        break;
+      case mt::amp::CastPolicy::Fp32:
+      case mt::amp::CastPolicy::Promote:
+        EXPECT_EQ(y.dtype(), mt::kFloat32) << c.op;
+        break;
+      case mt::amp::CastPolicy::PassThrough:
+        ADD_FAILURE() << c.op << " has no table entry";
+        break;
+    }
+    exercised.insert(c.op);
+  }
+  for (const auto& [op, policy] : mt::amp::builtin_cast_policy_table())
+    EXPECT_TRUE(exercised.count(op)) << "table entry '" << op << "' (" << mt::amp::policy_name(policy)
+                                     << ") is not exercised here: does the op exist?";
 }

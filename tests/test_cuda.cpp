@@ -462,16 +462,18 @@ TEST(CudaMatmul, LayoutsAndDtypesMatchCpu) {
   };
   for (Case c : {Case{1, 17, 33, 9}, Case{3, 64, 128, 32}, Case{2, 1, 7, 5}, Case{2, 6, 7, 1}, Case{2, 5, 0, 4}})
     for (mt::DType t : kFloatTypes)
-      for (int layout = 0; layout < 4; ++layout) {
-        // layout bit 0: a is a transposed view; bit 1: b is a transposed view.
+      for (int layout = 0; layout < 8; ++layout) {
+        // layout bit 0: a is a transposed view; bit 1: b is a transposed view; bit 2: with a
+        // bias, added before the one rounding on both devices (linear's epilogue).
         mt::Tensor a = (layout & 1) ? host_randn({c.B, c.K, c.M}, t).transpose(1, 2) : host_randn({c.B, c.M, c.K}, t);
         mt::Tensor b = (layout & 2) ? host_randn({c.B, c.N, c.K}, t).transpose(1, 2) : host_randn({c.B, c.K, c.N}, t);
         mt::Tensor ag = (layout & 1) ? a.transpose(1, 2).to(kGpu).transpose(1, 2) : a.to(kGpu);
         mt::Tensor bg = (layout & 2) ? b.transpose(1, 2).to(kGpu).transpose(1, 2) : b.to(kGpu);
         mt::Tensor want = mt::empty({c.B, c.M, c.N}, {.dtype = t});
         mt::Tensor got = mt::empty({c.B, c.M, c.N}, {.dtype = t, .device = kGpu});
-        cpu().matmul(a, b, want);
-        gpu().matmul(ag, bg, got);
+        mt::Tensor bias = (layout & 4) ? host_randn({c.N}, t) : mt::Tensor();
+        cpu().matmul(a, b, bias, want);
+        gpu().matmul(ag, bg, bias.defined() ? bias.to(kGpu) : bias, got);
         expect_close(got, want, matmul_tol(t, c.K),
                      std::string("matmul ") + mt::dtype_name(t) + " B" + std::to_string(c.B) + " M" +
                          std::to_string(c.M) + " K" + std::to_string(c.K) + " N" + std::to_string(c.N) + " layout " +
@@ -486,13 +488,13 @@ TEST(CudaMatmul, BroadcastBatchAndTf32Switch) {
   mt::Tensor b = host_randn({4, 40, 16}, mt::kFloat32);
   mt::Tensor ag = a.select(0, 0).to(kGpu).unsqueeze(0).expand({4, 24, 40});
   mt::Tensor want = mt::empty({4, 24, 16}), got = mt::empty({4, 24, 16}, {.device = kGpu});
-  cpu().matmul(a, b, want);
-  gpu().matmul(ag, b.to(kGpu), got);
+  cpu().matmul(a, b, mt::Tensor(), want);
+  gpu().matmul(ag, b.to(kGpu), mt::Tensor(), got);
   expect_close(got, want, matmul_tol(mt::kFloat32, 40), "broadcast batch");
 
   EXPECT_FALSE(mt::cuda::allow_tf32());
   mt::cuda::set_allow_tf32(true);
-  gpu().matmul(ag, b.to(kGpu), got);
+  gpu().matmul(ag, b.to(kGpu), mt::Tensor(), got);
   mt::cuda::set_allow_tf32(false);
   expect_close(got, want, {5e-3, 5e-3 * std::sqrt(40.0)}, "tf32");  // 10-bit mantissa inputs
 }

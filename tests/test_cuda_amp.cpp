@@ -5,8 +5,6 @@
 #include <gtest/gtest.h>
 #include <mantissa.h>
 
-#include "gpu_test.h"
-
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -14,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "../examples/mnist/models.h"
 #include "core/backend.h"
+#include "gpu_test.h"
 
 namespace mt = mantissa;
 namespace optim = mantissa::optim;
@@ -198,4 +198,38 @@ TEST(CudaAmp, VectorizedAndStridedElementwiseAgree) {
     mt::Tensor m = mt::randn({37, 29}).to(t);
     expect_close(mt::relu(m.to(kGpu).t()).to(mt::Device::cpu()), mt::relu(m.t()), 0, 0, "strided relu");
   }
+}
+
+// The documented one-liner, Autocast(kHalf) without naming a device, on the MNIST example's
+// model moved to the GPU: its linears run in fp16 (as `mnist --device cuda --amp fp16` does),
+// the loss in fp32, and the masters' gradients arrive in fp32.
+TEST(CudaAutocast, DocumentedOneLinerRunsExampleMatmulsInFp16) {
+  REQUIRE_GPU();
+  mt::manual_seed(0);
+  mnist::Mlp cpu_model;  // same seed, same initial weights
+  mt::manual_seed(0);
+  mnist::Mlp model;
+  model.to(kGpu);
+  mt::Tensor x = mt::randn({8, 1, 28, 28}).to(kGpu);
+  mt::Tensor labels = mt::randint(0, 10, {8}).to(kGpu);
+  mt::Tensor logits, loss;
+  {
+    mt::amp::Autocast ac(mt::kHalf);
+    mt::Tensor h = model.fc1(x.flatten(1));
+    EXPECT_EQ(h.dtype(), mt::kHalf);
+    logits = model.forward(x);
+    loss = mt::nn::functional::cross_entropy(logits, labels);
+  }
+  EXPECT_EQ(logits.dtype(), mt::kHalf);
+  EXPECT_EQ(loss.dtype(), mt::kFloat32);
+  loss.backward();
+  for (const mt::Tensor& p : model.parameters()) {
+    EXPECT_EQ(p.dtype(), mt::kFloat32);
+    EXPECT_EQ(p.grad().dtype(), mt::kFloat32);
+  }
+  // The same forward in fp32 on the CPU agrees within fp16's precision.
+  const std::vector<double> got = logits.to(mt::Device::cpu()).to(mt::kFloat64).to_vector<double>();
+  const std::vector<double> want = cpu_model.forward(x.to(mt::Device::cpu())).to(mt::kFloat64).to_vector<double>();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-2 + 1e-2 * std::abs(want[i])) << i;
 }

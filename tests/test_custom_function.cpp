@@ -235,3 +235,88 @@ TEST(CustomFunction, DeclaresItsOwnAutocastCategory) {
   DtypeProbe::apply(h);
   EXPECT_EQ(DtypeProbe::seen, mt::kHalf);
 }
+
+namespace {
+
+// y = x * s with a per-feature scale s: an activation meeting a parameter, as in issue reports
+// of custom ops under mixed precision. Its backward computes in whatever dtype g has.
+struct FeatureScale : ag::Function<FeatureScale> {
+  static constexpr const char* name = "feature_scale";
+  static mt::Tensor forward(ag::Context& ctx, const mt::Tensor& x, const mt::Tensor& s) {
+    ctx.save_for_backward({x, s});
+    return x * s;
+  }
+  static std::vector<mt::Tensor> backward(ag::Context& ctx, const mt::Tensor& g) {
+    auto v = ctx.saved();
+    return {g * v[1], (g * v[0]).sum({0})};
+  }
+};
+
+// Returns an integer gradient, which cannot be cast to a floating input.
+struct IntegerGrad : ag::Function<IntegerGrad> {
+  static constexpr const char* name = "integer_grad";
+  static mt::Tensor forward(ag::Context&, const mt::Tensor& x) { return x * 2; }
+  static std::vector<mt::Tensor> backward(ag::Context&, const mt::Tensor& g) { return {g.to(mt::kInt64)}; }
+};
+
+// |a - b| <= atol + rtol |b| everywhere (both converted to float64).
+bool allclose(const mt::Tensor& a, const mt::Tensor& b, double rtol, double atol) {
+  mt::Tensor a64 = a.detach().to(mt::kFloat64), b64 = b.detach().to(mt::kFloat64);
+  mt::Tensor excess = (a64 - b64).abs() - (b64.abs() * rtol + atol);
+  return excess.max().item<double>() <= 0;
+}
+
+// The reference: the same network in float32 without autocast, with the low-precision
+// activation emulated by rounding it (so both see the same input values).
+void expect_grads_match_fp32(mt::nn::Linear& lin, const mt::Tensor& s, const mt::Tensor& x, mt::DType low) {
+  mt::Tensor w_ref = lin.weight.detach().to(low).to(mt::kFloat32).requires_grad_(true);
+  mt::Tensor b_ref = lin.bias.detach().to(low).to(mt::kFloat32).requires_grad_(true);
+  mt::Tensor s_ref = s.detach().requires_grad_(true);
+  mt::Tensor h = mt::nn::functional::linear(x.to(low).to(mt::kFloat32), w_ref, b_ref).to(low).to(mt::kFloat32);
+  (h * s_ref).sum().backward();
+  EXPECT_EQ(lin.weight.grad().dtype(), mt::kFloat32);
+  EXPECT_EQ(s.grad().dtype(), mt::kFloat32);
+  EXPECT_TRUE(allclose(s.grad(), s_ref.grad(), 1e-2, 1e-2));
+  EXPECT_TRUE(allclose(lin.weight.grad(), w_ref.grad(), 2e-2, 2e-2));
+  EXPECT_TRUE(allclose(lin.bias.grad(), b_ref.grad(), 2e-2, 2e-2));
+}
+
+}  // namespace
+
+// A custom op fed a bf16 activation (autocast's linear) and an fp32 parameter: backward hands
+// each input a gradient of its own dtype, so Linear's backward gets bf16 and s gets fp32.
+TEST(CustomFunction, GradientsTakeEachInputsDtypeUnderAutocast) {
+  mt::manual_seed(3);
+  mt::nn::Linear lin(8, 8);
+  mt::Tensor s = mt::full({8}, 1.5, {.requires_grad = true});
+  mt::Tensor x = mt::randn({4, 8});
+  mt::Tensor y;
+  {
+    mt::amp::Autocast ac(mt::kBFloat16);
+    y = FeatureScale::apply(lin(x), s);
+  }
+  EXPECT_EQ(y.dtype(), mt::kFloat32);  // bf16 * fp32 promotes
+  y.sum().backward();
+  expect_grads_match_fp32(lin, s, x, mt::kBFloat16);
+}
+
+// The same crossing without autocast: a module converted to bf16 feeding the op.
+TEST(CustomFunction, GradientsTakeEachInputsDtypeFromBf16Module) {
+  mt::manual_seed(4);
+  mt::nn::Linear lin(8, 8);
+  lin.to(mt::kBFloat16);
+  mt::Tensor s = mt::full({8}, 0.5, {.requires_grad = true});
+  mt::Tensor x = mt::randn({4, 8}).to(mt::kBFloat16);
+  FeatureScale::apply(lin(x), s).sum().backward();
+  EXPECT_EQ(lin.weight.grad().dtype(), mt::kBFloat16);
+  EXPECT_EQ(s.grad().dtype(), mt::kFloat32);
+  // d/ds sum(h * s) = column sums of h.
+  mt::Tensor h = lin(x).detach().to(mt::kFloat32);
+  EXPECT_TRUE(allclose(s.grad(), h.sum({0}), 1e-2, 1e-2));
+}
+
+TEST(CustomFunction, NonFloatingGradientNamesTheOp) {
+  mt::Tensor x = mt::randn({3}, {.requires_grad = true});
+  mt::Tensor y = IntegerGrad::apply(x).sum();
+  EXPECT_ERROR(y.backward(), HasSubstr("integer_grad"), HasSubstr("int64"), HasSubstr("float32"));
+}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check (design §6): configures a CUDA build for the GPU at hand, builds the library,
+# The GPU check (docs/design.md §6): configures a CUDA build for the GPU at hand, builds the library,
 # the CUDA tests and bench_gpu, runs the tests, runs the benchmark and prints one summary
 # table (GEMM vs cuBLAS, elementwise vs a D2D copy, training-step times and AMP speedups,
 # each next to its goal). Sized for < 8 min on one H200 (builds with all cores, short

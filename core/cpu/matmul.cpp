@@ -7,6 +7,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 #include <Eigen/Core>
+#include <algorithm>
 #include <vector>
 
 #include "core/cpu/kernels.h"
@@ -67,6 +68,20 @@ Operand<float> widen(const Operand<T>& o, std::vector<float>& buf) {
   return {w, o.rows, o.cols, o.cols, 1};
 }
 
+// c [M, N] (row-major, in the accumulator type Acc) += bias [N] on every row; bias may be null.
+// For fp16/bf16 this runs on the fp32 accumulator, before the one rounding.
+template <typename Acc, typename T>
+void add_bias_rows(Acc* c, const T* bias, int64_t M, int64_t N) {
+  if (!bias) return;
+  parallel_for(0, M, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(N, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      Acc* row = c + i * N;
+#pragma omp simd
+      for (int64_t j = 0; j < N; ++j) row[j] += static_cast<Acc>(bias[j]);
+    }
+  });
+}
+
 // c[i] = round(w[i]): the single rounding of an fp32-accumulated product.
 template <typename T>
 void narrow(const float* w, T* c, int64_t n) {
@@ -78,22 +93,30 @@ void narrow(const float* w, T* c, int64_t n) {
 
 }  // namespace
 
-void matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
+void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
   const int64_t B = out.size(0), M = out.size(1), N = out.size(2), K = a.size(2);
+  if (out.numel() == 0) return;
   dispatch_floating(a.dtype(), "matmul", [&]<typename T>() {
     const T* pa = static_cast<const T*>(a.raw_data());
     const T* pb = static_cast<const T*>(b.raw_data());
+    const T* pbias = bias.defined() ? static_cast<const T*>(bias.raw_data()) : nullptr;
     T* pc = static_cast<T*>(out.raw_data());
     auto batch = [&](int64_t i) {
       Operand<T> A{pa + i * a.stride(0), M, K, a.stride(1), a.stride(2)};
       Operand<T> Bm{pb + i * b.stride(0), K, N, b.stride(1), b.stride(2)};
-      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-        gemm<T>(A, Bm, pc + i * M * N);
+      T* c = pc + i * M * N;
+      if (K == 0) {  // an empty sum: the bias alone
+        for (int64_t r = 0; r < M; ++r)
+          for (int64_t j = 0; j < N; ++j) c[r * N + j] = pbias ? pbias[j] : T(0);
+      } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+        gemm<T>(A, Bm, c);
+        add_bias_rows(c, pbias, M, N);
       } else {
         thread_local std::vector<float> wa, wb, wc;
         wc.resize(size_t(M * N));
         gemm<float>(widen(A, wa), widen(Bm, wb), wc.data());
-        narrow(wc.data(), pc + i * M * N, M * N);
+        add_bias_rows(wc.data(), pbias, M, N);
+        narrow(wc.data(), c, M * N);
       }
     };
     // Small matrices: spread the batch over threads (Eigen then stays single-threaded), unless
