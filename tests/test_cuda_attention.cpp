@@ -22,12 +22,12 @@ double max_abs_diff(const mt::Tensor& a, const mt::Tensor& b) {
   return m;
 }
 
-struct Run {
+struct AttentionRun {
   mt::Tensor y, gq, gk, gv;
 };
 
-Run attention_on(mt::Device dev, mt::DType dt, const std::vector<mt::Tensor>& qkv, const mt::Tensor& gy,
-                 const mt::AttentionOptions& opts, uint64_t seed) {
+AttentionRun attention_on(mt::Device dev, mt::DType dt, const std::vector<mt::Tensor>& qkv, const mt::Tensor& gy,
+                          const mt::AttentionOptions& opts, uint64_t seed) {
   std::vector<mt::Tensor> in;
   for (const auto& t : qkv) in.push_back(t.to(dev).to(dt).detach().requires_grad_());
   mt::AttentionOptions o = opts;
@@ -52,7 +52,8 @@ TEST(CudaAttention, MatchesCpu) {
     for (const mt::AttentionOptions& o :
          {mt::AttentionOptions{}, mt::AttentionOptions{.is_causal = true}, mt::AttentionOptions{.attn_mask = pad},
           mt::AttentionOptions{.is_causal = true, .dropout_p = 0.2}}) {
-      Run cpu = attention_on(mt::Device::cpu(), dt, qkv, gy, o, 5), gpu = attention_on(kGpu, dt, qkv, gy, o, 5);
+      AttentionRun cpu = attention_on(mt::Device::cpu(), dt, qkv, gy, o, 5),
+                   gpu = attention_on(kGpu, dt, qkv, gy, o, 5);
       EXPECT_LT(max_abs_diff(cpu.y, gpu.y), tol) << mt::dtype_name(dt) << " causal " << o.is_causal;
       EXPECT_LT(max_abs_diff(cpu.gq, gpu.gq), tol);
       EXPECT_LT(max_abs_diff(cpu.gk, gpu.gk), tol);
