@@ -125,6 +125,31 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
 // weight: [num_embeddings, dim]; indices: int64 of any shape -> [..., dim]
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 
+// The lower (tril) or upper (triu) triangle of the last two dims; the rest zeroed. diagonal
+// 0 is the main diagonal, > 0 above it, < 0 below (as torch.tril / torch.triu).
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+
+// --- attention (autograd/ops_attention.cpp) ---
+struct AttentionOptions {
+  // Bool (true = may attend) or floating (added to the scores), broadcastable to [..., L, S].
+  // It receives no gradient.
+  Tensor attn_mask{};
+  // Query i sees keys j <= i only; no L x S mask is built.
+  bool is_causal = false;
+  // Dropout on the attention probabilities (pass 0 outside training).
+  double dropout_p = 0.0;
+  // The factor of q . k; default 1 / sqrt(E).
+  std::optional<double> scale{};
+};
+// softmax(q k^T * scale + mask) v as one op with its own backward, for q [..., L, E],
+// k [..., S, E], v [..., S, Ev] with equal leading dims -> [..., L, Ev]. Saves the per-row
+// log-sum-exp (not the L x S probabilities) and recomputes the probabilities in backward.
+// Under autocast the GEMMs run in fp16/bf16 and the softmax statistics in fp32. A query
+// whose keys are all masked gets a zero output (and zero gradients).
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionOptions& opts = {});
+
 // Zeros of `shape` with `g` written into the strided window (sizes, strides, offset) of a
 // contiguous layout: the backward of narrow/slice/select.
 Tensor view_scatter(const Tensor& g, const Shape& shape, const Shape& sizes, const Shape& strides, int64_t offset);

@@ -33,7 +33,10 @@ const NnKernels* cpu_nn_kernels() {
                                cpu::batch_norm_apply,
                                cpu::batch_norm_backward,
                                cpu::cross_entropy,
-                               cpu::cross_entropy_backward};
+                               cpu::cross_entropy_backward,
+                               cpu::attention_forward,
+                               cpu::attention_backward,
+                               cpu::triangle};
   return &table;
 }
 
@@ -75,6 +78,9 @@ struct Profiled {
         MT_PROFILED_ENTRY(batch_norm_backward),
         MT_PROFILED_ENTRY(cross_entropy),
         MT_PROFILED_ENTRY(cross_entropy_backward),
+        MT_PROFILED_ENTRY(attention_forward),
+        MT_PROFILED_ENTRY(attention_backward),
+        MT_PROFILED_ENTRY(triangle),
     };
     return t;
   }

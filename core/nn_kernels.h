@@ -32,6 +32,25 @@ struct Pool2dGeometry {
   int64_t divisor_override = 0;   // avg: when > 0, divide by this instead
 };
 
+// Scaled dot-product attention over B x H independent problems (batch, head), each
+//   out[i] = sum_j dropout(P)[i, j] v[j],  P = softmax_j(scale * q[i] . k[j] + mask[i, j]),
+// with q [B*H, L, E], k [B*H, S, E], v [B*H, S, Ev] and out [B*H, L, Ev] (all T), and the
+// per-row log-sum-exp of the masked, scaled scores in lse (acc [B*H, L]) so that backward
+// can recompute P instead of storing it. A row with every key masked gets P = 0 (out 0).
+struct AttentionGeometry {
+  int64_t B = 0, H = 1, L = 0, S = 0, E = 0, Ev = 0;
+  double scale = 1;
+  // Key j is visible to query i only when j <= i (the top-left triangle; no mask tensor).
+  bool causal = false;
+  // Dropout on P: element (g, i, j) is kept when math::DropoutKeep{seed, 1 - p}((g * L + i) * S + j)
+  // and then scaled by 1 / (1 - p); the same draw on every device and in backward.
+  double dropout_p = 0;
+  uint64_t dropout_seed = 0;
+  // The additive mask (acc dtype, read through raw_data()) at element strides for (b, h, i, j);
+  // 0 strides broadcast. Ignored when the mask tensor is undefined.
+  int64_t mask_strides[4] = {0, 0, 0, 0};
+};
+
 struct NnKernels {
   // y = conv(x, w) + bias; bias [Cout] or undefined.
   void (*conv2d_forward)(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
@@ -82,6 +101,19 @@ struct NnKernels {
   void (*cross_entropy_backward)(const Tensor& grad, const Tensor& logits, const Tensor& target, const Tensor& weight,
                                  const Tensor& lse, int64_t ignore_index, double label_smoothing,
                                  const Tensor& glogits);
+
+  // Attention (see AttentionGeometry); mask: acc or undefined.
+  void (*attention_forward)(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Tensor& out,
+                            const Tensor& lse, const AttentionGeometry& g);
+  // gq, gk, gv (q's, k's, v's shapes, T) given gout [B*H, L, Ev] and the forward's out and lse;
+  // each output optional. Probabilities are recomputed tile by tile from lse.
+  void (*attention_backward)(const Tensor& gout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                             const Tensor& out, const Tensor& lse, const Tensor& gq, const Tensor& gk, const Tensor& gv,
+                             const AttentionGeometry& g);
+
+  // out [G, R, C] = in with the elements outside a triangle zeroed: upper keeps column - row >=
+  // diagonal (triu), lower keeps column - row <= diagonal (tril). Any dtype.
+  void (*triangle)(const Tensor& in, const Tensor& out, int64_t diagonal, bool upper);
 };
 
 // The [N, C, S] view of a batch-norm input (S: the product of the spatial dims), shared by

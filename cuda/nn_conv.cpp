@@ -485,7 +485,10 @@ const NnKernels* nn_kernel_table() {
                                batch_norm_apply,
                                batch_norm_backward,
                                cross_entropy,
-                               cross_entropy_backward};
+                               cross_entropy_backward,
+                               attention_forward,
+                               attention_backward,
+                               triangle};
   return &table;
 }
 

@@ -47,4 +47,12 @@ void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& wei
 void cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target, const Tensor& weight,
                             const Tensor& lse, int64_t ignore_index, double label_smoothing, const Tensor& glogits);
 
+// cuda/attention.cu
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Tensor& out,
+                       const Tensor& lse, const AttentionGeometry& g);
+void attention_backward(const Tensor& gout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                        const Tensor& out, const Tensor& lse, const Tensor& gq, const Tensor& gk, const Tensor& gv,
+                        const AttentionGeometry& g);
+void triangle(const Tensor& in, const Tensor& out, int64_t diagonal, bool upper);
+
 }  // namespace mantissa::cuda

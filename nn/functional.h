@@ -40,6 +40,7 @@ namespace functional {
 using mantissa::gelu;
 using mantissa::log_softmax;
 using mantissa::relu;
+using mantissa::scaled_dot_product_attention;
 using mantissa::sigmoid;
 using mantissa::silu;
 using mantissa::softmax;

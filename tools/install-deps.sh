@@ -14,6 +14,7 @@ packages=(
   nlohmann-json3-dev         # test fixtures, safetensors headers
   libcli11-dev               # example argument parsing
   dataset-fashion-mnist      # default data: /usr/share/datasets/fashion-mnist
+  fortunes                   # transformer example text: /usr/share/games/fortunes
   clang-format               # tools/format checks
   "$@"
 )

@@ -1,0 +1,272 @@
+// Scaled dot-product attention and tril/triu on the CPU (contracts in core/nn_kernels.h).
+//
+// Attention is computed one (problem, query tile) at a time: a tile of kTileRows queries
+// against every visible key, so the scratch per thread is kTileRows x S scores, never the
+// whole L x S matrix. The two GEMMs of a tile run through Eigen in the accumulation type
+// (fp32 for fp16/bf16, as tensor cores do); fp16/bf16 operands are widened once per problem.
+// Backward recomputes each tile's probabilities from the stored log-sum-exp (as flash
+// attention does) and accumulates dK and dV of a problem in fp32.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // Eigen's AVX-512 GEMM, as in matmul.cpp
+#endif
+#include <Eigen/Core>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/cpu/loops.h"
+#include "core/cpu/nn_kernels.h"
+#include "core/philox.h"
+
+namespace mantissa::cpu {
+
+namespace {
+
+constexpr int64_t kTileRows = 64;
+
+template <typename A>
+using RowMat = Eigen::Matrix<A, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <typename A>
+using Map = Eigen::Map<RowMat<A>>;
+template <typename A>
+using ConstMap = Eigen::Map<const RowMat<A>>;
+
+// rows x cols of T at p (contiguous) as an A matrix: a view when T == A, else a widened copy.
+template <typename A, typename T>
+ConstMap<A> widened(const T* p, int64_t rows, int64_t cols, std::vector<A>& buf) {
+  if constexpr (std::is_same_v<A, T>) {
+    return ConstMap<A>(p, rows, cols);
+  } else {
+    buf.resize(size_t(rows * cols));
+    for (int64_t i = 0; i < rows * cols; ++i) buf[size_t(i)] = cast_to<A>(p[i]);
+    return ConstMap<A>(buf.data(), rows, cols);
+  }
+}
+
+// The one problem (batch b, head h) and the parts of the geometry a tile needs.
+template <typename A>
+struct Problem {
+  const AttentionGeometry& g;
+  const A* mask;  // null: none
+  int64_t index;  // b * H + h
+
+  // The visible keys of queries [i0, i1): causal rows never see past i1 - 1.
+  int64_t keys_for(int64_t i1) const { return g.causal ? std::min(g.S, i1) : g.S; }
+
+  // scores (rows x nk, already scale * q.k) -> probabilities P in place, with the stored
+  // log-sum-exp `known_lse` (backward) or, when it is null, computing it into new_lse.
+  void softmax_rows(A* scores, int64_t i0, int64_t rows, int64_t nk, const A* known_lse, A* new_lse) const {
+    const int64_t b = index / g.H, h = index % g.H;
+    constexpr A kNegInf = -std::numeric_limits<A>::infinity();
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t i = i0 + r;
+      A* s = scores + r * nk;
+      if (mask) {
+        const A* m = mask + b * g.mask_strides[0] + h * g.mask_strides[1] + i * g.mask_strides[2];
+        for (int64_t j = 0; j < nk; ++j) s[j] += m[j * g.mask_strides[3]];
+      }
+      if (g.causal)
+        for (int64_t j = i + 1; j < nk; ++j) s[j] = kNegInf;
+      A row_lse;
+      if (known_lse) {
+        row_lse = known_lse[r];
+      } else {
+        A mx = kNegInf;
+        for (int64_t j = 0; j < nk; ++j) mx = std::max(mx, s[j]);
+        A sum = 0;
+        if (mx != kNegInf)
+          for (int64_t j = 0; j < nk; ++j) sum += std::exp(s[j] - mx);
+        row_lse = mx == kNegInf ? kNegInf : mx + std::log(sum);
+        new_lse[r] = row_lse;
+      }
+      if (row_lse == kNegInf) {  // every key masked: no attention at all
+        for (int64_t j = 0; j < nk; ++j) s[j] = 0;
+        continue;
+      }
+#pragma omp simd
+      for (int64_t j = 0; j < nk; ++j) s[j] = std::exp(s[j] - row_lse);
+    }
+  }
+
+  // P (rows x nk) -> dropout(P) in place: kept entries scaled by 1 / (1 - p), the rest 0.
+  void drop(A* p, int64_t i0, int64_t rows, int64_t nk) const {
+    if (g.dropout_p <= 0) return;
+    const math::DropoutKeep keep{g.dropout_seed, float(1.0 - g.dropout_p)};
+    const A scale = A(1.0 / (1.0 - g.dropout_p));
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint64_t base = uint64_t((index * g.L + i0 + r) * g.S);
+      for (int64_t j = 0; j < nk; ++j) p[r * nk + j] = keep(base + uint64_t(j)) ? p[r * nk + j] * scale : A(0);
+    }
+  }
+};
+
+template <typename A>
+const A* mask_data(const Tensor& mask) {
+  return mask.defined() ? static_cast<const A*>(mask.raw_data()) : nullptr;
+}
+
+template <typename T>
+void forward_typed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Tensor& out,
+                   const Tensor& lse, const AttentionGeometry& g) {
+  using A = acc_t<T>;
+  const int64_t G = g.B * g.H, L = g.L, S = g.S, E = g.E, Ev = g.Ev;
+  const int64_t tiles = (L + kTileRows - 1) / kTileRows;
+  const T* Q = q.data_ptr<T>();
+  const T* K = k.data_ptr<T>();
+  const T* V = v.data_ptr<T>();
+  T* O = out.data_ptr<T>();
+  A* LSE = lse.data_ptr<A>();
+  const A* M = mask_data<A>(mask);
+  // One task per (problem, tile); consecutive tasks share a problem, so a thread widens
+  // each problem's k and v once when it runs several of its tiles.
+#pragma omp parallel
+  {
+    std::vector<A> kbuf, vbuf, qbuf, scores, obuf;
+    int64_t widened_problem = -1;
+    const A *kp = nullptr, *vp = nullptr;
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < G * tiles; ++task) {
+      const int64_t p = task / tiles, i0 = (task % tiles) * kTileRows, rows = std::min(kTileRows, L - i0);
+      if (p != widened_problem) {
+        kp = widened<A>(K + p * S * E, S, E, kbuf).data();
+        vp = widened<A>(V + p * S * Ev, S, Ev, vbuf).data();
+        widened_problem = p;
+      }
+      ConstMap<A> Km(kp, S, E), Vm(vp, S, Ev);
+      const Problem<A> prob{g, M, p};
+      const int64_t nk = prob.keys_for(i0 + rows);
+      ConstMap<A> Qt = widened<A>(Q + (p * L + i0) * E, rows, E, qbuf);
+      scores.resize(size_t(rows * nk));
+      Map<A> St(scores.data(), rows, nk);
+      if (nk > 0) St.noalias() = A(g.scale) * (Qt * Km.topRows(nk).transpose());
+      prob.softmax_rows(scores.data(), i0, rows, nk, nullptr, LSE + p * L + i0);
+      prob.drop(scores.data(), i0, rows, nk);
+      if constexpr (!std::is_same_v<A, T>) {
+        // The probabilities enter the second GEMM in T, as on tensor cores.
+        for (auto& x : scores) x = cast_to<A>(cast_to<T>(x));
+      }
+      obuf.resize(size_t(rows * Ev));
+      Map<A> Ot(obuf.data(), rows, Ev);
+      if (nk > 0)
+        Ot.noalias() = St * Vm.topRows(nk);
+      else
+        Ot.setZero();
+      T* o = O + (p * L + i0) * Ev;
+      for (int64_t i = 0; i < rows * Ev; ++i) o[i] = cast_to<T>(obuf[size_t(i)]);
+    }
+  }
+}
+
+template <typename T>
+void backward_typed(const Tensor& gout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                    const Tensor& lse, const Tensor& gq, const Tensor& gk, const Tensor& gv,
+                    const AttentionGeometry& g) {
+  using A = acc_t<T>;
+  const int64_t G = g.B * g.H, L = g.L, S = g.S, E = g.E, Ev = g.Ev;
+  const T* Q = q.data_ptr<T>();
+  const T* K = k.data_ptr<T>();
+  const T* V = v.data_ptr<T>();
+  const T* GO = gout.data_ptr<T>();
+  const A* LSE = lse.data_ptr<A>();
+  const A* M = mask_data<A>(mask);
+  T* GQ = gq.defined() ? gq.data_ptr<T>() : nullptr;
+  T* GK = gk.defined() ? gk.data_ptr<T>() : nullptr;
+  T* GV = gv.defined() ? gv.data_ptr<T>() : nullptr;
+  // One task per problem: its dK and dV sum over every query tile.
+#pragma omp parallel
+  {
+    std::vector<A> kbuf, vbuf, qbuf, gobuf, pbuf, dpbuf, dqbuf, dk, dv;
+#pragma omp for schedule(static)
+    for (int64_t p = 0; p < G; ++p) {
+      ConstMap<A> Km = widened<A>(K + p * S * E, S, E, kbuf);
+      ConstMap<A> Vm = widened<A>(V + p * S * Ev, S, Ev, vbuf);
+      dk.assign(size_t(S * E), A(0));
+      dv.assign(size_t(S * Ev), A(0));
+      Map<A> dK(dk.data(), S, E), dV(dv.data(), S, Ev);
+      const Problem<A> prob{g, M, p};
+      for (int64_t i0 = 0; i0 < L; i0 += kTileRows) {
+        const int64_t rows = std::min(kTileRows, L - i0), nk = prob.keys_for(i0 + rows);
+        ConstMap<A> Qt = widened<A>(Q + (p * L + i0) * E, rows, E, qbuf);
+        ConstMap<A> dOt = widened<A>(GO + (p * L + i0) * Ev, rows, Ev, gobuf);
+        if (nk == 0) {
+          if (GQ)
+            for (int64_t i = 0; i < rows * E; ++i) GQ[(p * L + i0) * E + i] = cast_to<T>(0);
+          continue;
+        }
+        // P: the probabilities, recomputed from the stored log-sum-exp.
+        pbuf.resize(size_t(rows * nk));
+        Map<A> P(pbuf.data(), rows, nk);
+        P.noalias() = A(g.scale) * (Qt * Km.topRows(nk).transpose());
+        prob.softmax_rows(pbuf.data(), i0, rows, nk, LSE + p * L + i0, nullptr);
+        // dPd = dO V^T is the gradient of dropout(P); dP = dropout(dPd) with the same mask.
+        dpbuf.resize(size_t(rows * nk));
+        Map<A> dP(dpbuf.data(), rows, nk);
+        dP.noalias() = dOt * Vm.topRows(nk).transpose();
+        prob.drop(dpbuf.data(), i0, rows, nk);
+        if (GV) {
+          if (g.dropout_p > 0) {
+            std::vector<A> pd(pbuf);
+            prob.drop(pd.data(), i0, rows, nk);
+            dV.topRows(nk).noalias() += ConstMap<A>(pd.data(), rows, nk).transpose() * dOt;
+          } else {
+            dV.topRows(nk).noalias() += P.transpose() * dOt;
+          }
+        }
+        // dS = P * (dP - rowsum(P * dP)): the softmax backward, in place in dP.
+        for (int64_t r = 0; r < rows; ++r) {
+          A d = 0;
+          for (int64_t j = 0; j < nk; ++j) d += P(r, j) * dP(r, j);
+          for (int64_t j = 0; j < nk; ++j) dP(r, j) = P(r, j) * (dP(r, j) - d);
+        }
+        if (GQ) {
+          dqbuf.resize(size_t(rows * E));
+          Map<A> dQ(dqbuf.data(), rows, E);
+          dQ.noalias() = A(g.scale) * (dP * Km.topRows(nk));
+          T* o = GQ + (p * L + i0) * E;
+          for (int64_t i = 0; i < rows * E; ++i) o[i] = cast_to<T>(dqbuf[size_t(i)]);
+        }
+        if (GK) dK.topRows(nk).noalias() += A(g.scale) * (dP.transpose() * Qt);
+      }
+      if (GK)
+        for (int64_t i = 0; i < S * E; ++i) GK[p * S * E + i] = cast_to<T>(dk[size_t(i)]);
+      if (GV)
+        for (int64_t i = 0; i < S * Ev; ++i) GV[p * S * Ev + i] = cast_to<T>(dv[size_t(i)]);
+    }
+  }
+}
+
+}  // namespace
+
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Tensor& out,
+                       const Tensor& lse, const AttentionGeometry& g) {
+  if (g.B * g.H * g.L == 0) return;
+  dispatch_floating(q.dtype(), "scaled_dot_product_attention",
+                    [&]<typename T>() { forward_typed<T>(q, k, v, mask, out, lse, g); });
+}
+
+void attention_backward(const Tensor& gout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                        const Tensor& /*out*/, const Tensor& lse, const Tensor& gq, const Tensor& gk, const Tensor& gv,
+                        const AttentionGeometry& g) {
+  if (g.B * g.H == 0) return;
+  dispatch_floating(q.dtype(), "scaled_dot_product_attention",
+                    [&]<typename T>() { backward_typed<T>(gout, q, k, v, mask, lse, gq, gk, gv, g); });
+}
+
+void triangle(const Tensor& in, const Tensor& out, int64_t diagonal, bool upper) {
+  const int64_t G = in.size(0), R = in.size(1), C = in.size(2);
+  dispatch_all(in.dtype(), [&]<typename T>() {
+    const T* x = in.data_ptr<T>();
+    T* y = out.data_ptr<T>();
+    parallel_for(0, G * R, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(C, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t row = b; row < e; ++row) {
+        const int64_t r = row % R;
+        for (int64_t c = 0; c < C; ++c) {
+          const bool keep = upper ? c - r >= diagonal : c - r <= diagonal;
+          y[row * C + c] = keep ? x[row * C + c] : cast_to<T>(0);
+        }
+      }
+    });
+  });
+}
+
+}  // namespace mantissa::cpu

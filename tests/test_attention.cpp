@@ -1,0 +1,264 @@
+// scaled_dot_product_attention and tril/triu: PyTorch reference values (forward and every
+// gradient, tests/fixtures/reference_attention.json from tools/gen_reference_attention.py),
+// float64 gradcheck with and without masks, agreement with the composite definition across
+// query tiles, dropout, fully masked rows, autocast backward against fp32, and errors.
+#include <gtest/gtest.h>
+#include <mantissa.h>
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+namespace mt = mantissa;
+namespace F = mt::nn::functional;
+using json = nlohmann::json;
+using Inputs = std::vector<mt::Tensor>;
+
+namespace {
+
+const json& ref(const std::string& key) {
+  static const json j = [] {
+    std::ifstream f(std::string(MANTISSA_TEST_DIR) + "/fixtures/reference_attention.json");
+    EXPECT_TRUE(f.good()) << "missing tests/fixtures/reference_attention.json (run tools/gen_reference_attention.py)";
+    return json::parse(f);
+  }();
+  return j.at(key);
+}
+
+mt::Tensor tensor(const json& t, mt::DType dtype, bool grad = false) {
+  if (t.is_null()) return {};
+  mt::Tensor r =
+      mt::from_vector(t.at("data").get<std::vector<double>>(), t.at("shape").get<mt::Shape>(), {.dtype = dtype});
+  if (grad) r.requires_grad_();
+  return r;
+}
+
+void expect_close(const mt::Tensor& got, const json& want, double tol, const std::string& what) {
+  ASSERT_TRUE(got.defined()) << what << ": undefined";
+  ASSERT_EQ(got.sizes(), want.at("shape").get<mt::Shape>()) << what;
+  std::vector<double> g = got.to_vector<double>();
+  std::vector<double> w = want.at("data").get<std::vector<double>>();
+  for (size_t i = 0; i < w.size(); ++i)
+    ASSERT_NEAR(g[i], w[i], tol * (1 + std::fabs(w[i]))) << what << " element " << i;
+}
+
+double max_abs_diff(const mt::Tensor& a, const mt::Tensor& b) {
+  std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  double m = 0;
+  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::fabs(x[i] - y[i]));
+  return m;
+}
+
+double max_abs(const mt::Tensor& a) {
+  double m = 0;
+  for (double v : a.to_vector<double>()) m = std::max(m, std::fabs(v));
+  return m;
+}
+
+mt::Tensor randn(const mt::Shape& s, mt::DType dt = mt::kFloat64, bool grad = true) {
+  return mt::randn(s, {.dtype = dt, .requires_grad = grad});
+}
+
+// The definition, with differentiable ops: softmax(q k^T * scale + mask) v.
+mt::Tensor composite(const mt::Tensor& q, const mt::Tensor& k, const mt::Tensor& v, bool causal) {
+  const int64_t L = q.size(-2), S = k.size(-2);
+  mt::Tensor s = mt::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(q.size(-1))));
+  if (causal) {
+    mt::Tensor hide = mt::triu(mt::ones({L, S}, {.dtype = mt::kBool}), 1);
+    s = mt::masked_fill(s, hide, -std::numeric_limits<double>::infinity());
+  }
+  return mt::matmul(mt::softmax(s, -1), v);
+}
+
+#define EXPECT_GRADCHECK(fn, inputs)                                   \
+  do {                                                                 \
+    std::string why;                                                   \
+    EXPECT_TRUE(mt::autograd::gradcheck(fn, inputs, {}, &why)) << why; \
+  } while (0)
+
+}  // namespace
+
+TEST(Triangle, MatchesPyTorch) {
+  for (const json& c : ref("triangle")) {
+    const int64_t d = c.at("diagonal");
+    for (mt::DType dt : {mt::kFloat64, mt::kFloat32}) {
+      mt::Tensor x = tensor(c["x"], dt);
+      const double tol = dt == mt::kFloat64 ? 0.0 : 1e-7;  // float32: the input's own rounding
+      expect_close(mt::tril(x, d), c["tril"], tol, "tril " + std::to_string(d));
+      expect_close(mt::triu(x, d), c["triu"], tol, "triu " + std::to_string(d));
+    }
+  }
+}
+
+TEST(Triangle, IntegerBoolAndNonContiguous) {
+  mt::Tensor ones = mt::ones({3, 3}, {.dtype = mt::kBool});
+  EXPECT_EQ(mt::tril(ones).to(mt::kInt64).to_vector<int64_t>(), (std::vector<int64_t>{1, 0, 0, 1, 1, 0, 1, 1, 1}));
+  mt::Tensor x = mt::arange(6).reshape({2, 3}).t();  // [3, 2], strided
+  EXPECT_EQ(mt::triu(x, -1).to_vector<int64_t>(), (std::vector<int64_t>{0, 3, 1, 4, 0, 5}));
+}
+
+TEST(Triangle, Gradcheck) {
+  mt::manual_seed(3);
+  EXPECT_GRADCHECK([](const Inputs& in) { return mt::tril(in[0], 1); }, Inputs{randn({2, 3, 4})});
+  EXPECT_GRADCHECK([](const Inputs& in) { return mt::triu(in[0], -1); }, Inputs{randn({4, 3})});
+}
+
+TEST(Triangle, RejectsVectors) { EXPECT_THROW(mt::tril(mt::ones({3})), mt::Error); }
+
+TEST(Attention, MatchesPyTorch) {
+  for (const json& c : ref("attention")) {
+    for (auto [dt, tol] : {std::pair{mt::kFloat64, 1e-9}, {mt::kFloat32, 2e-5}}) {
+      const std::string what = c.at("name").get<std::string>() + " " + mt::dtype_name(dt);
+      mt::Tensor q = tensor(c["q"], dt, true), k = tensor(c["k"], dt, true), v = tensor(c["v"], dt, true);
+      mt::AttentionOptions o{.is_causal = c.at("causal").get<bool>()};
+      if (!c["mask"].is_null())
+        o.attn_mask = c.at("mask_bool").get<bool>() ? tensor(c["mask"], mt::kFloat32) != 0.0 : tensor(c["mask"], dt);
+      if (!c["scale"].is_null()) o.scale = c["scale"].get<double>();
+      mt::Tensor y = F::scaled_dot_product_attention(q, k, v, o);
+      expect_close(y, c["y"], tol, what + " y");
+      y.backward(tensor(c["gy"], dt));
+      expect_close(q.grad(), c["gq"], tol, what + " gq");
+      expect_close(k.grad(), c["gk"], tol, what + " gk");
+      expect_close(v.grad(), c["gv"], tol, what + " gv");
+    }
+  }
+}
+
+TEST(Attention, GradcheckPlainCausalAndMasks) {
+  mt::manual_seed(5);
+  auto plain = [](const Inputs& in) { return mt::scaled_dot_product_attention(in[0], in[1], in[2]); };
+  EXPECT_GRADCHECK(plain, (Inputs{randn({2, 3, 4}), randn({2, 5, 4}), randn({2, 5, 3})}));
+  auto causal = [](const Inputs& in) {
+    return mt::scaled_dot_product_attention(in[0], in[1], in[2], {.is_causal = true});
+  };
+  EXPECT_GRADCHECK(causal, (Inputs{randn({1, 2, 4, 3}), randn({1, 2, 6, 3}), randn({1, 2, 6, 2})}));
+  // A key-padding mask broadcast over heads and queries, and causal on top of it.
+  mt::Tensor pad = mt::tensor({1, 1, 0, 1, 1, 1, 1, 0}, {2, 1, 1, 4}) != 0.0;
+  for (bool is_causal : {false, true}) {
+    auto masked = [&](const Inputs& in) {
+      return mt::scaled_dot_product_attention(in[0], in[1], in[2], {.attn_mask = pad, .is_causal = is_causal});
+    };
+    EXPECT_GRADCHECK(masked, (Inputs{randn({2, 2, 4, 3}), randn({2, 2, 4, 3}), randn({2, 2, 4, 3})}));
+  }
+  mt::Tensor additive = randn({3, 5}, mt::kFloat64, false);
+  auto float_mask = [&](const Inputs& in) {
+    return mt::scaled_dot_product_attention(in[0], in[1], in[2], {.attn_mask = additive, .scale = 0.7});
+  };
+  EXPECT_GRADCHECK(float_mask, (Inputs{randn({3, 4}), randn({5, 4}), randn({5, 2})}));
+}
+
+TEST(Attention, GradcheckWithDropout) {
+  // The same seed before each call draws the same dropout mask, so the function is fixed.
+  auto dropped = [](const Inputs& in) {
+    mt::manual_seed(11);
+    return mt::scaled_dot_product_attention(in[0], in[1], in[2], {.is_causal = true, .dropout_p = 0.3});
+  };
+  mt::manual_seed(6);
+  EXPECT_GRADCHECK(dropped, (Inputs{randn({2, 5, 3}), randn({2, 5, 3}), randn({2, 5, 3})}));
+  // Dropout zeroes some probabilities: the output differs from the undropped one.
+  mt::Tensor q = randn({1, 8, 4}, mt::kFloat64, false);
+  mt::manual_seed(11);
+  mt::Tensor a = mt::scaled_dot_product_attention(q, q, q, {.dropout_p = 0.5});
+  EXPECT_GT(max_abs_diff(a, mt::scaled_dot_product_attention(q, q, q)), 1e-3);
+}
+
+TEST(Attention, MatchesCompositeAcrossTiles) {
+  // 150 queries span three 64-row tiles, the last one partial.
+  mt::manual_seed(7);
+  for (bool causal : {false, true}) {
+    mt::Tensor q = randn({2, 2, 150, 16}, mt::kFloat32), k = randn({2, 2, 150, 16}, mt::kFloat32),
+               v = randn({2, 2, 150, 8}, mt::kFloat32);
+    mt::Tensor y = mt::scaled_dot_product_attention(q, k, v, {.is_causal = causal});
+    mt::Tensor gy = randn(y.sizes(), mt::kFloat32, false);
+    y.backward(gy);
+    Inputs fused{q.grad(), k.grad(), v.grad()};
+    for (auto& t : {q, k, v}) t.set_grad({});
+    mt::Tensor yc = composite(q, k, v, causal);
+    yc.backward(gy);
+    EXPECT_LT(max_abs_diff(y, yc), 1e-5) << "causal " << causal;
+    EXPECT_LT(max_abs_diff(fused[0], q.grad()), 1e-4);
+    EXPECT_LT(max_abs_diff(fused[1], k.grad()), 1e-4);
+    EXPECT_LT(max_abs_diff(fused[2], v.grad()), 1e-4);
+  }
+}
+
+TEST(Attention, FullyMaskedRowsGiveZerosNotNaN) {
+  mt::Tensor q = randn({1, 3, 4}), k = randn({1, 3, 4}), v = randn({1, 3, 4});
+  mt::Tensor mask = mt::tensor({1, 1, 1, 0, 0, 0, 1, 0, 1}, {3, 3}) != 0.0;  // query 1 sees nothing
+  mt::Tensor y = mt::scaled_dot_product_attention(q, k, v, {.attn_mask = mask});
+  y.sum().backward();
+  EXPECT_EQ(max_abs(y.select(1, 1)), 0.0);
+  for (const mt::Tensor& g : {q.grad(), k.grad(), v.grad()})
+    for (double x : g.to_vector<double>()) EXPECT_TRUE(std::isfinite(x));
+  EXPECT_EQ(max_abs(q.grad().select(1, 1)), 0.0);
+  EXPECT_GT(max_abs(y.select(1, 0)), 0.0);
+}
+
+TEST(Attention, AutocastBackwardMatchesFp32) {
+  // fp32 leaves; under autocast the op runs in fp16/bf16 with fp32 softmax statistics and the
+  // gradients come back in fp32, within the lower precision's rounding of the fp32 ones.
+  mt::manual_seed(8);
+  Inputs base{randn({2, 4, 40, 16}, mt::kFloat32, false), randn({2, 4, 40, 16}, mt::kFloat32, false),
+              randn({2, 4, 40, 16}, mt::kFloat32, false)};
+  mt::Tensor gy = randn({2, 4, 40, 16}, mt::kFloat32, false);
+  auto run = [&](std::optional<mt::DType> amp, Inputs& grads) {
+    Inputs in;
+    for (auto& t : base) in.push_back(t.clone().requires_grad_());
+    mt::Tensor y;
+    {
+      std::optional<mt::amp::Autocast> ac;
+      if (amp) ac.emplace(*amp);
+      y = mt::scaled_dot_product_attention(in[0], in[1], in[2], {.is_causal = true});
+    }
+    if (amp) {
+      EXPECT_EQ(y.dtype(), *amp);
+    }
+    y.backward(gy.to(y.dtype()));
+    for (auto& t : in) grads.push_back(t.grad());
+    return y.to(mt::kFloat32);
+  };
+  Inputs g32, g16, gbf;
+  mt::Tensor y32 = run(std::nullopt, g32), y16 = run(mt::kHalf, g16), ybf = run(mt::kBFloat16, gbf);
+  EXPECT_LT(max_abs_diff(y16, y32), 2e-2 * max_abs(y32));
+  EXPECT_LT(max_abs_diff(ybf, y32), 6e-2 * max_abs(y32));
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(g16[i].dtype(), mt::kFloat32);
+    EXPECT_LT(max_abs_diff(g16[i], g32[i]), 2e-2 * max_abs(g32[i])) << "input " << i;
+    EXPECT_LT(max_abs_diff(gbf[i], g32[i]), 6e-2 * max_abs(g32[i])) << "input " << i;
+  }
+}
+
+TEST(Attention, BadInputsThrowNamingTheOp) {
+  mt::Tensor q = mt::randn({2, 3, 4}), k = mt::randn({2, 5, 4}), v = mt::randn({2, 5, 6});
+  auto expect_error = [](auto fn, const std::string& needle) {
+    try {
+      fn();
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const mt::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("scaled_dot_product_attention"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error([&] { mt::scaled_dot_product_attention(q, mt::randn({2, 5, 3}), v); }, "last dim");
+  expect_error([&] { mt::scaled_dot_product_attention(q, k, mt::randn({2, 4, 6})); }, "length S");
+  expect_error([&] { mt::scaled_dot_product_attention(q, mt::randn({3, 5, 4}), mt::randn({3, 5, 6})); }, "leading");
+  expect_error([&] { mt::scaled_dot_product_attention(q, k.to(mt::kFloat64), v); }, "dtype");
+  expect_error([&] { mt::scaled_dot_product_attention(q, k, v, {.attn_mask = mt::ones({3, 4})}); }, "broadcast");
+  expect_error([&] { mt::scaled_dot_product_attention(q, k, v, {.dropout_p = 1.0}); }, "dropout_p");
+  expect_error(
+      [&] {
+        mt::scaled_dot_product_attention(q, k, v, {.attn_mask = mt::ones({3, 5}, {.dtype = mt::kInt64})});
+      },
+      "bool");
+}
+
+TEST(Attention, AutocastPolicyAndLongSequences) {
+  // The autocast policy lists the op as lower precision (GEMMs in fp16/bf16).
+  EXPECT_EQ(mt::amp::cast_policy("scaled_dot_product_attention"), mt::amp::CastPolicy::LowerPrecision);
+  // Inside the op, forward and backward agree with the composite for S much longer than L.
+  mt::manual_seed(9);
+  mt::Tensor q = randn({1, 2, 700, 8}, mt::kFloat32), k = randn({1, 2, 700, 8}, mt::kFloat32);
+  mt::Tensor y = mt::scaled_dot_product_attention(q, k, k, {.is_causal = true});
+  EXPECT_LT(max_abs_diff(y, composite(q, k, k, true)), 1e-5);
+}
