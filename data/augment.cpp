@@ -50,10 +50,17 @@ Tensor apply_windows(const char* op, const Tensor& x0, int64_t oh, int64_t ow, c
   Tensor x = (single ? x0.unsqueeze(0) : x0).contiguous();
   Tensor out = make_tensor({x.size(0), x.size(1), oh, ow}, x.dtype(), x.device());
   switch (x.dtype()) {
-    case kUInt8: gather_windows<uint8_t>(x, out, windows); break;
-    case kFloat32: gather_windows<float>(x, out, windows); break;
-    case kFloat64: gather_windows<double>(x, out, windows); break;
-    default: MT_CHECK(false, op, "expected uint8, float32 or float64 images, got ", dtype_name(x.dtype()));
+    case kUInt8:
+      gather_windows<uint8_t>(x, out, windows);
+      break;
+    case kFloat32:
+      gather_windows<float>(x, out, windows);
+      break;
+    case kFloat64:
+      gather_windows<double>(x, out, windows);
+      break;
+    default:
+      MT_CHECK(false, op, "expected uint8, float32 or float64 images, got ", dtype_name(x.dtype()));
   }
   return single ? out.squeeze(0) : out;
 }

@@ -33,11 +33,11 @@ LabeledImages read_cifar100(const std::string& path, Cifar100Labels labels) {
   const int64_t size = int64_t(bytes.size());
   MT_CHECK(size > 0, op, "'", path,
            "' is empty; a CIFAR-100 file holds 3074-byte records (50000 in train.bin, 10000 in test.bin)");
-  MT_CHECK(size % kRecord == 0, op, "'", path, "' has ", size, " bytes", in.compressed() ? " (decompressed)" : "",
-           ", not a whole number of 3074-byte records (coarse and fine label bytes + 3072 pixel bytes): ",
-           size / kRecord, " records and ", size % kRecord, " extra bytes",
-           in.stream_truncated() ? "; the gzip stream is cut short" : "",
-           ". Is the file truncated, or not the binary version of CIFAR-100 (a CIFAR-10 file has 3073-byte records)?");
+  MT_CHECK(
+      size % kRecord == 0, op, "'", path, "' has ", size, " bytes", in.compressed() ? " (decompressed)" : "",
+      ", not a whole number of 3074-byte records (coarse and fine label bytes + 3072 pixel bytes): ", size / kRecord,
+      " records and ", size % kRecord, " extra bytes", in.stream_truncated() ? "; the gzip stream is cut short" : "",
+      ". Is the file truncated, or not the binary version of CIFAR-100 (a CIFAR-10 file has 3073-byte records)?");
   const int64_t n = size / kRecord;
 
   LabeledImages out;

@@ -8,14 +8,15 @@ namespace mantissa::nn {
 namespace {
 
 int64_t checked_blocks(int64_t depth) {
-  MT_CHECK(depth >= 8 && (depth - 2) % 6 == 0, "CifarResNet", "depth must be 6n + 2 with n >= 1 (20, 32, 44, 56, 110), got ",
-           depth);
+  MT_CHECK(depth >= 8 && (depth - 2) % 6 == 0, "CifarResNet",
+           "depth must be 6n + 2 with n >= 1 (20, 32, 44, 56, 110), got ", depth);
   return (depth - 2) / 6;
 }
 
 void add_stage(Sequential& stage, int64_t in_channels, int64_t out_channels, int64_t blocks, int64_t stride) {
   for (int64_t i = 0; i < blocks; ++i)
-    stage.push_back(std::make_shared<BasicBlock>(i == 0 ? in_channels : out_channels, out_channels, i == 0 ? stride : 1));
+    stage.push_back(
+        std::make_shared<BasicBlock>(i == 0 ? in_channels : out_channels, out_channels, i == 0 ? stride : 1));
 }
 
 }  // namespace
@@ -31,8 +32,9 @@ BasicBlock::BasicBlock(int64_t in, int64_t out, int64_t stride)
   register_module("conv2", conv2);
   register_module("bn2", bn2);
   if (stride != 1 || in != out) {
-    shortcut = register_module("shortcut", std::make_shared<Sequential>(
-                                               Conv2d(in, out, 1, {.stride = stride, .bias = false}), BatchNorm2d(out)));
+    shortcut = register_module(
+        "shortcut",
+        std::make_shared<Sequential>(Conv2d(in, out, 1, {.stride = stride, .bias = false}), BatchNorm2d(out)));
   }
 }
 

@@ -20,7 +20,8 @@ class Cifar100 : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("mantissa_cifar100_" + std::string(info->name()) + "_" + std::to_string(getpid()));
+    dir_ =
+        fs::temp_directory_path() / ("mantissa_cifar100_" + std::string(info->name()) + "_" + std::to_string(getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -54,7 +55,8 @@ void expect_error(F&& f, const std::vector<std::string>& fragments) {
     ADD_FAILURE() << "expected mantissa::Error";
   } catch (const mt::Error& e) {
     const std::string msg = e.what();
-    for (const auto& frag : fragments) EXPECT_NE(msg.find(frag), std::string::npos) << "'" << frag << "' not in: " << msg;
+    for (const auto& frag : fragments)
+      EXPECT_NE(msg.find(frag), std::string::npos) << "'" << frag << "' not in: " << msg;
   }
 }
 
@@ -113,8 +115,7 @@ TEST_F(Cifar100, LoadsSplitsFromDirectory) {
   EXPECT_EQ(train.images.dtype(), mt::kFloat32);
   EXPECT_FLOAT_EQ(train.images.to_vector<float>()[7], 7.0f / 255.0f);
   EXPECT_EQ(train.labels.to_vector<int64_t>(), (std::vector<int64_t>{4, 2, 3}));
-  EXPECT_EQ(md::load_cifar100(dir_.string(), md::Split::Test).labels.to_vector<int64_t>(),
-            (std::vector<int64_t>{90}));
+  EXPECT_EQ(md::load_cifar100(dir_.string(), md::Split::Test).labels.to_vector<int64_t>(), (std::vector<int64_t>{90}));
 }
 
 // ---------------------------------------------------------------- augmentation
@@ -220,11 +221,18 @@ TEST(Augment, RejectsBadInput) {
   mt::Generator gen;
   expect_error([&] { md::RandomCrop(0); }, {"RandomCrop", "size"});
   expect_error([&] { md::RandomCrop(32, -1); }, {"RandomCrop", "padding"});
-  expect_error([&] { md::RandomCrop(40, 3)(mt::zeros({1, 3, 32, 32}), gen); }, {"RandomCrop", "40x40", "[1, 3, 32, 32]"});
+  expect_error(
+      [&] {
+        md::RandomCrop(40, 3)(mt::zeros({1, 3, 32, 32}), gen);
+      },
+      {"RandomCrop", "40x40", "[1, 3, 32, 32]"});
   expect_error([&] { md::RandomCrop(4)(mt::zeros({32, 32}), gen); }, {"RandomCrop", "[C, H, W]", "[32, 32]"});
   expect_error([&] { md::RandomHorizontalFlip(1.5); }, {"RandomHorizontalFlip", "p must be"});
-  expect_error([&] { md::RandomHorizontalFlip()(mt::zeros({1, 1, 2, 2}, {.dtype = mt::kInt64}), gen); },
-               {"RandomHorizontalFlip", "int64"});
+  expect_error(
+      [&] {
+        md::RandomHorizontalFlip()(mt::zeros({1, 1, 2, 2}, {.dtype = mt::kInt64}), gen);
+      },
+      {"RandomHorizontalFlip", "int64"});
   expect_error([&] { md::Pad(-1); }, {"Pad", "non-negative"});
 }
 
@@ -235,8 +243,9 @@ TEST(Augment, DataLoaderRandomTransformIsReproducible) {
   mt::Tensor y = mt::arange(40);
   md::Compose augment{md::RandomCrop(6, 2), md::RandomHorizontalFlip()};
   auto epoch_batches = [&](int64_t prefetch, md::DataLoaderState state) {
-    md::DataLoader loader(md::TensorDataset(x, y),
-                          {.batch_size = 8, .shuffle = true, .seed = 5, .prefetch = prefetch, .random_transform = augment});
+    md::DataLoader loader(
+        md::TensorDataset(x, y),
+        {.batch_size = 8, .shuffle = true, .seed = 5, .prefetch = prefetch, .random_transform = augment});
     loader.set_state(state);
     std::vector<mt::Tensor> out;
     for (auto& batch : loader) out.push_back(batch.data);

@@ -32,7 +32,8 @@ void expect_close(const mt::Tensor& got, const json& want, double tol, const std
   ASSERT_TRUE(got.defined()) << what;
   ASSERT_EQ(got.sizes(), want.at("shape").get<mt::Shape>()) << what;
   std::vector<double> g = got.to_vector<double>(), w = want.at("data").get<std::vector<double>>();
-  for (size_t i = 0; i < w.size(); ++i) ASSERT_NEAR(g[i], w[i], tol * (1 + std::fabs(w[i]))) << what << " element " << i;
+  for (size_t i = 0; i < w.size(); ++i)
+    ASSERT_NEAR(g[i], w[i], tol * (1 + std::fabs(w[i]))) << what << " element " << i;
 }
 
 // The generator's pattern: element i of the k-th state-dict tensor, in [-0.5, 0.5).
@@ -53,11 +54,16 @@ void fill(nn::Module& model) {
     if (ends_with(name, "num_batches_tracked")) continue;
     std::vector<double> v = pattern(t.numel(), k++);
     for (double& e : v) {
-      if (ends_with(name, "running_mean")) e = 0.1 * e;
-      else if (ends_with(name, "running_var")) e = 1.0 + 0.5 * (e + 0.5);
-      else if (t.dim() >= 2) e = 0.3 * e;
-      else if (ends_with(name, "weight")) e = 1.0 + 0.2 * e;
-      else e = 0.1 * e;
+      if (ends_with(name, "running_mean"))
+        e = 0.1 * e;
+      else if (ends_with(name, "running_var"))
+        e = 1.0 + 0.5 * (e + 0.5);
+      else if (t.dim() >= 2)
+        e = 0.3 * e;
+      else if (ends_with(name, "weight"))
+        e = 1.0 + 0.2 * e;
+      else
+        e = 0.1 * e;
     }
     mt::Tensor(t).copy_(mt::from_vector(v, t.sizes(), {.dtype = t.dtype()}));
   }
@@ -187,8 +193,8 @@ TEST(BatchNormAmp, EvalUsesRunningEstimates) {
     y = bn(x);
   }
   mt::Tensor rm = bn.running_mean.reshape({1, 3, 1, 1}), rv = bn.running_var.reshape({1, 3, 1, 1});
-  mt::Tensor want = (x - rm) / (rv + 1e-5).sqrt() * bn.weight.detach().reshape({1, 3, 1, 1}) +
-                    bn.bias.detach().reshape({1, 3, 1, 1});
+  mt::Tensor want =
+      (x - rm) / (rv + 1e-5).sqrt() * bn.weight.detach().reshape({1, 3, 1, 1}) + bn.bias.detach().reshape({1, 3, 1, 1});
   EXPECT_LT(max_abs_diff(y, want), 1e-5);
   EXPECT_LT(max_abs_diff(bn(x.narrow(0, 2, 1)), want.narrow(0, 2, 1)), 1e-5);
   EXPECT_EQ(bn.num_batches_tracked.item<int64_t>(), 0);  // eval never updates the estimates

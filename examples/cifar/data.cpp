@@ -35,10 +35,14 @@ std::string required(const fs::path& p) {
 
 DataSet load(std::string dataset, std::string dir, bool coarse, int64_t limit) {
   if (dataset == "auto") {
-    if (dir.empty()) dataset = "fashion-mnist";
-    else if (fs::exists(fs::path(dir) / "data_batch_1.bin")) dataset = "cifar10";
-    else if (fs::exists(fs::path(dir) / "train.bin")) dataset = "cifar100";
-    else dataset = "fashion-mnist";
+    if (dir.empty())
+      dataset = "fashion-mnist";
+    else if (fs::exists(fs::path(dir) / "data_batch_1.bin"))
+      dataset = "cifar10";
+    else if (fs::exists(fs::path(dir) / "train.bin"))
+      dataset = "cifar100";
+    else
+      dataset = "fashion-mnist";
   }
   DataSet d;
   d.name = dataset;

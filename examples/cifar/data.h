@@ -9,7 +9,7 @@
 namespace cifar {
 
 struct DataSet {
-  std::string name;  // "cifar10", "cifar100" or "fashion-mnist"
+  std::string name;                           // "cifar10", "cifar100" or "fashion-mnist"
   mantissa::data::LabeledImages train, test;  // images uint8 [N, C, 32, 32], labels int64 [N]
   int64_t num_classes = 0;
   // Per channel, in pixel units (0..255), over the training images.

@@ -81,7 +81,8 @@ int main(int argc, char** argv) {
   app.add_option("--momentum", momentum, "Nesterov momentum")->check(CLI::Range(0.0, 1.0));
   app.add_option("--weight-decay", weight_decay, "weight decay of conv and linear weights (not BN, not biases)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--label-smoothing", label_smoothing, "label smoothing of the cross-entropy")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--label-smoothing", label_smoothing, "label smoothing of the cross-entropy")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--schedule", schedule, "cosine (linear warmup, cosine decay) or onecycle")
       ->check(CLI::IsMember({"cosine", "onecycle"}));
   app.add_option("--warmup-epochs", warmup_epochs, "linear warmup of the cosine schedule (at most 20% of the run)")
@@ -160,8 +161,7 @@ int main(int argc, char** argv) {
       train_loader.set_state({seed, start_epoch, 0});
     }
     std::printf("data: %s, %lld train / %lld test images, %lld classes, mean", data.name.c_str(),
-                (long long)data.train.images.size(0), (long long)data.test.images.size(0),
-                (long long)data.num_classes);
+                (long long)data.train.images.size(0), (long long)data.test.images.size(0), (long long)data.num_classes);
     for (double m : data.mean) std::printf(" %.1f", m);
     std::printf(", std");
     for (double s : data.stddev) std::printf(" %.1f", s);

@@ -19,9 +19,9 @@ void append_image(std::vector<uint8_t>& out, int k, uint32_t& rng) {
   for (int c = 0; c < 3; ++c)
     for (int i = 0; i < 32; ++i)
       for (int j = 0; j < 32; ++j) {
-        int v = 60 + int(lcg(rng) >> 26);                // noise 60..123
-        if (c == k % 3) v += 60;                         // class colour
-        if (i >= 4 + 2 * k && i < 8 + 2 * k) v += 100;   // class bar
+        int v = 60 + int(lcg(rng) >> 26);               // noise 60..123
+        if (c == k % 3) v += 60;                        // class colour
+        if (i >= 4 + 2 * k && i < 8 + 2 * k) v += 100;  // class bar
         out.push_back(uint8_t(v > 255 ? 255 : v));
       }
 }
@@ -42,7 +42,7 @@ std::vector<uint8_t> records(int n, int label_bytes, uint32_t seed) {
   for (int r = 0; r < n; ++r) {
     const int k = int(lcg(rng) >> 16) % 10;
     if (label_bytes == 2) {
-      out.push_back(uint8_t(k * 2));                          // coarse 0..18
+      out.push_back(uint8_t(k * 2));                              // coarse 0..18
       out.push_back(uint8_t(k * 10 + int(lcg(rng) >> 28) % 10));  // fine: 10 fine classes per visual class
     } else {
       out.push_back(uint8_t(k));
