@@ -33,6 +33,7 @@
 #include "nn/module.h"
 #include "nn/normalization.h"
 #include "nn/pooling.h"
+#include "nn/resnet.h"
 #include "nn/transformer.h"
 #include "optim/adam.h"
 #include "optim/adamw.h"

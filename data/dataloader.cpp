@@ -142,6 +142,10 @@ class DataLoader::Epoch {
       } else {
         batch = dataset_->get_batch(indices);
       }
+      if (options_.random_transform) {
+        Generator gen(splitmix64(splitmix64(options_.seed ^ splitmix64(uint64_t(epoch_))) ^ uint64_t(b)));
+        batch = options_.random_transform(std::move(batch), gen);
+      }
       if (options_.batch_transform) batch = options_.batch_transform(std::move(batch));
       if (!options_.device.is_cpu()) batch = to_device(std::move(batch));
       return batch;

@@ -27,6 +27,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/random.h"
 #include "data/dataset.h"
 
 namespace mantissa::data {
@@ -42,6 +43,10 @@ struct DataLoaderOptions {
   std::function<Batch(const std::vector<Example>&)> collate = {};
   // Applied to every batch after collation, on the worker thread (e.g. Normalize).
   std::function<Batch(Batch)> batch_transform = {};
+  // Random augmentation (data/augment.h), applied after collation and before
+  // batch_transform, on the worker thread. Its generator is seeded from (seed, epoch,
+  // batch) alone, so a batch is augmented the same way on every run and after a resume.
+  std::function<Batch(Batch, Generator&)> random_transform = {};
   // Where batches are delivered. For a GPU the worker thread copies each batch there
   // itself, so the upload overlaps the consumer's compute instead of stalling it.
   Device device = Device::cpu();
