@@ -123,7 +123,13 @@ int main(int argc, char** argv) {
 
     int start_epoch = 0;
     if (!resume_path.empty()) {
-      start_epoch = int(mt::optim::load_checkpoint(resume_path, parts).epoch);
+      const int64_t saved_epoch = mt::optim::load_checkpoint(resume_path, parts).epoch;
+      if (saved_epoch >= epochs) {
+        std::cerr << "mnist: '" << resume_path << "' was saved after epoch " << saved_epoch << ", and --epochs is "
+                  << epochs << ": nothing left to train (pass --epochs above " << saved_epoch << ")\n";
+        return 2;
+      }
+      start_epoch = int(saved_epoch);
       std::printf("resumed from %s at epoch %d\n", resume_path.c_str(), start_epoch);
       train_loader.set_state({seed, start_epoch, 0});
     }
@@ -175,6 +181,9 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const mt::Error& e) {
     std::cerr << "mnist: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {  // not a user mistake: still reported, never a crash
+    std::cerr << "mnist: internal error: " << e.what() << "\n";
     return 1;
   }
 }
