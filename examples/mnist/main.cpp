@@ -131,6 +131,16 @@ int main(int argc, char** argv) {
       }
       start_epoch = int(saved_epoch);
       std::printf("resumed from %s at epoch %d\n", resume_path.c_str(), start_epoch);
+      // The checkpoint restored the schedule of the run that saved it. If --epochs differs,
+      // stretch the cosine to the new end (from the current step on) rather than finishing
+      // the old one early and training the extra epochs at the minimum learning rate.
+      mt::optim::StateDict sd = sched.state_dict();
+      if (int64_t(sd.scalars.at("total_steps")) != total_steps) {
+        std::printf("the checkpoint's schedule spans %lld steps; --epochs %d extends it to %lld\n",
+                    (long long)sd.scalars.at("total_steps"), epochs, (long long)total_steps);
+        sd.scalars["total_steps"] = double(std::max(total_steps, int64_t(sd.scalars.at("warmup_steps"))));
+        sched.load_state_dict(sd);
+      }
       train_loader.set_state({seed, start_epoch, 0});
     }
     std::cout << *net << "\nparameters: " << net->num_parameters() << "  amp: " << amp_name
