@@ -10,6 +10,7 @@
 # to build-fuzz/artifacts/<harness>/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash tools/install-deps.sh clang-14 libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes
 
 runs=${1:-100000}
 shift || true

@@ -9,6 +9,7 @@
 # Environment: JOBS (default: cores), NICE (default 19), CTEST_JOBS (default 2).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash tools/install-deps.sh clang-14 libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes
 
 which=${1:-all}
 nice=(nice -n "${NICE:-19}")
