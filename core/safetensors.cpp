@@ -318,8 +318,8 @@ SafeTensors load_safetensors(const std::string& path) {
     if (!dt) {
       const bool foreign =
           std::any_of(std::begin(kForeignDtypes), std::end(kForeignDtypes), [&](const char* s) { return dname == s; });
-      MT_FAIL(op, where(key), foreign ? "dtype '" : "unknown dtype '", clipped(dname), foreign ? "' has no Mantissa dtype" : "'",
-              "; supported: F32, F64, F16, BF16, I64, I32, U8, BOOL");
+      MT_FAIL(op, where(key), foreign ? "dtype '" : "unknown dtype '", clipped(dname),
+              foreign ? "' has no Mantissa dtype" : "'", "; supported: F32, F64, F16, BF16, I64, I32, U8, BOOL");
     }
 
     const json& js = value["shape"];

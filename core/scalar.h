@@ -23,8 +23,8 @@ class Scalar {
   int64_t to_int(const char* op = "Scalar") const {
     if (!floating_) return i_;
     // 2^63 is exact in double; every double in (-2^63 - 1, 2^63) truncates into int64.
-    MT_CHECK(std::isfinite(d_) && d_ > -9223372036854775808.0 - 1.0 && d_ < 9223372036854775808.0, op,
-             "value ", d_, " cannot be converted to an integer dtype without overflow");
+    MT_CHECK(std::isfinite(d_) && d_ > -9223372036854775808.0 - 1.0 && d_ < 9223372036854775808.0, op, "value ", d_,
+             " cannot be converted to an integer dtype without overflow");
     return static_cast<int64_t>(d_);
   }
   bool is_floating() const { return floating_; }

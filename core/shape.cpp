@@ -39,8 +39,8 @@ Shape contiguous_strides(const Shape& sizes, const char* op) {
   int64_t acc = 1;
   for (int64_t i = int64_t(sizes.size()) - 1; i >= 0; --i) {
     st[size_t(i)] = acc;
-    MT_CHECK(!__builtin_mul_overflow(acc, std::max<int64_t>(sizes[size_t(i)], 1), &acc), op, "sizes ",
-             shape_str(sizes), " overflow int64 (the product of the sizes, zeros counted as 1, must stay below 2^63)");
+    MT_CHECK(!__builtin_mul_overflow(acc, std::max<int64_t>(sizes[size_t(i)], 1), &acc), op, "sizes ", shape_str(sizes),
+             " overflow int64 (the product of the sizes, zeros counted as 1, must stay below 2^63)");
   }
   return st;
 }

@@ -15,7 +15,7 @@ namespace mantissa::data {
 namespace {
 constexpr int64_t kPixels = 3 * 32 * 32;
 constexpr int64_t kRecord = 1 + kPixels;
-constexpr int64_t kMaxRecords = 60000;    // all of CIFAR-10 (a batch file holds 10000)
+constexpr int64_t kMaxRecords = 60000;   // all of CIFAR-10 (a batch file holds 10000)
 constexpr int64_t kBlockRecords = 1000;  // records decompressed at a time (3 MB)
 }  // namespace
 
@@ -28,7 +28,8 @@ LabeledImages read_cifar10(const std::string& path) {
       kMaxRecords, int64_t(std::min<uint64_t>(detail::max_decompressed_size(in.file_size()), INT64_MAX) / kRecord));
   if (!in.compressed()) {
     const uint64_t size = in.file_size();
-    MT_CHECK(size > 0, op, "'", path, "' is empty; a CIFAR-10 batch holds 3073-byte records (10000 in a standard file)");
+    MT_CHECK(size > 0, op, "'", path,
+             "' is empty; a CIFAR-10 batch holds 3073-byte records (10000 in a standard file)");
     MT_CHECK(size % kRecord == 0, op, "'", path, "' has ", size, " bytes, not a whole number of 3073-byte records (1 ",
              "label byte + 3072 pixel bytes): ", size / kRecord, " records and ", size % kRecord,
              " extra bytes. Is the file truncated, or not the binary version of CIFAR-10?");

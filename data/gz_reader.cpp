@@ -121,8 +121,10 @@ size_t GzReader::read_gzip(char* dst, size_t n) {
       continue;
     }
     if (rc == Z_BUF_ERROR) continue;  // no progress possible without more input: refilled above
-    MT_CHECK(rc == Z_OK, op_, "'", path_, "' holds corrupt gzip data after ", produced_ + got,
-             " decompressed bytes: ", s->msg ? s->msg : rc == Z_MEM_ERROR ? "out of memory" : "inflate failed");
+    MT_CHECK(rc == Z_OK, op_, "'", path_, "' holds corrupt gzip data after ", produced_ + got, " decompressed bytes: ",
+             s->msg              ? s->msg
+             : rc == Z_MEM_ERROR ? "out of memory"
+                                 : "inflate failed");
   }
   produced_ += got;
   return got;

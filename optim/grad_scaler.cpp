@@ -174,8 +174,8 @@ void GradScaler::load_state_dict(const std::map<std::string, double>& s) {
   }
   // The constructor's rules, each naming its key; NaN fails every comparison.
   constexpr const char* op = "GradScaler::load_state_dict";
-  MT_CHECK(s.at("scale") > 0 && s.at("scale") <= kMaxFloat, op, "key 'scale' must be positive and finite in float32, got ",
-           s.at("scale"));
+  MT_CHECK(s.at("scale") > 0 && s.at("scale") <= kMaxFloat, op,
+           "key 'scale' must be positive and finite in float32, got ", s.at("scale"));
   MT_CHECK(s.at("growth_factor") > 1 && std::isfinite(s.at("growth_factor")), op,
            "key 'growth_factor' must be finite and > 1, got ", s.at("growth_factor"));
   MT_CHECK(s.at("backoff_factor") > 0 && s.at("backoff_factor") < 1, op, "key 'backoff_factor' must be in (0, 1), got ",

@@ -29,10 +29,13 @@ struct Run {
   mt::amp::GradScaler scaler;
   Config cfg;
 
-  explicit Run(Config c, int total_steps) : scaler({.init_scale = 1024.0, .growth_interval = 2, .enabled = c.fp16}), cfg(c) {
+  explicit Run(Config c, int total_steps)
+      : scaler({.init_scale = 1024.0, .growth_interval = 2, .enabled = c.fp16}), cfg(c) {
     mt::manual_seed(42);
-    if (c.cnn) net = std::make_unique<mnist::Cnn>();
-    else net = std::make_unique<mnist::Mlp>();
+    if (c.cnn)
+      net = std::make_unique<mnist::Cnn>();
+    else
+      net = std::make_unique<mnist::Mlp>();
     opt = std::make_unique<mt::optim::AdamW>(net->parameters(), mt::optim::AdamWOptions{.lr = 1e-3});
     sched = std::make_unique<mt::optim::WarmupCosineLR>(*opt, 1, total_steps);
   }

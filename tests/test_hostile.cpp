@@ -172,10 +172,10 @@ TEST(Hostile, CheckpointEpochMustBeANonNegativeInteger) {
 
 TEST(Hostile, CheckpointScalerAndSchedulerValuesFollowTheConstructorsRules) {
   const std::pair<const char*, const char*> cases[] = {
-      {"scaler.growth_interval", "0"},   {"scaler.growth_interval", "1e300"}, {"scaler.growth_interval", "nan"},
-      {"scaler.growth_factor", "0.5"},   {"scaler.backoff_factor", "nan"},    {"scaler.growth_tracker", "1.5"},
-      {"scheduler.base_lrs.0", "nan"},   {"scheduler.last_lr.0", "-1"},       {"scheduler.step_size", "1e300"},
-      {"scheduler.step_size", "nan"},    {"scheduler.gamma", "nan"},          {"scheduler.last_epoch", "1e300"},
+      {"scaler.growth_interval", "0"}, {"scaler.growth_interval", "1e300"}, {"scaler.growth_interval", "nan"},
+      {"scaler.growth_factor", "0.5"}, {"scaler.backoff_factor", "nan"},    {"scaler.growth_tracker", "1.5"},
+      {"scheduler.base_lrs.0", "nan"}, {"scheduler.last_lr.0", "-1"},       {"scheduler.step_size", "1e300"},
+      {"scheduler.step_size", "nan"},  {"scheduler.gamma", "nan"},          {"scheduler.last_epoch", "1e300"},
   };
   for (const auto& [key, value] : cases) {
     const std::string p = tampered(key, value);
@@ -301,15 +301,19 @@ TEST(Hostile, NanPropagatesAsInPyTorch) {
       {"amax_last", [](const mt::Tensor& x) { return mt::amax(x, {-1}); }},
       {"argmax_last", [](const mt::Tensor& x) { return mt::argmax(x, -1); }},
       {"max_pool2d_2", [](const mt::Tensor& x) { return F::max_pool2d(x, 2); }},
-      {"max_pool2d_3_s1_p1",
-       [](const mt::Tensor& x) { return F::max_pool2d(x, 3, {.stride = 1, .padding = 1}); }},
+      {"max_pool2d_3_s1_p1", [](const mt::Tensor& x) { return F::max_pool2d(x, 3, {.stride = 1, .padding = 1}); }},
       {"avg_pool2d_2", [](const mt::Tensor& x) { return F::avg_pool2d(x, 2); }},
       {"adaptive_avg_pool2d_1", [](const mt::Tensor& x) { return F::adaptive_avg_pool2d(x, 1); }},
   };
   // Gradients compared where PyTorch's rule is a mask (ties and NaN among several maxima
   // split gradients by implementation-specific rules in max/amax/maximum).
-  const std::set<std::string> with_grad = {"relu", "clamp_0_1", "clamp_min_0", "max_pool2d_2", "max_pool2d_3_s1_p1",
-                                           "avg_pool2d_2", "adaptive_avg_pool2d_1"};
+  const std::set<std::string> with_grad = {"relu",
+                                           "clamp_0_1",
+                                           "clamp_min_0",
+                                           "max_pool2d_2",
+                                           "max_pool2d_3_s1_p1",
+                                           "avg_pool2d_2",
+                                           "adaptive_avg_pool2d_1"};
   ASSERT_EQ(doc.at("cases").size(), ops.size());
   for (const auto& c : doc.at("cases")) {
     const std::string name = c.at("name");
