@@ -120,7 +120,7 @@ size_t GzReader::read_gzip(char* dst, size_t n) {
       MT_CHECK(inflateReset(s) == Z_OK, op_, "cannot decompress '", path_, "'");
       continue;
     }
-    if (rc == Z_BUF_ERROR) continue;  // no progress possible without more input: refilled above
+    if (rc == Z_BUF_ERROR && s->avail_in == 0) continue;  // needs more input: refilled at the top
     MT_CHECK(rc == Z_OK, op_, "'", path_, "' holds corrupt gzip data after ", produced_ + got, " decompressed bytes: ",
              s->msg              ? s->msg
              : rc == Z_MEM_ERROR ? "out of memory"
