@@ -11,8 +11,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 namespace mt = mantissa;
 namespace fs = std::filesystem;
