@@ -22,14 +22,14 @@ struct Config {
   bool cnn, fp16;
 };
 
-struct Run {
+struct TrainingRun {
   std::unique_ptr<mt::nn::Module> net;
   std::unique_ptr<mt::optim::AdamW> opt;
   std::unique_ptr<mt::optim::WarmupCosineLR> sched;
   mt::amp::GradScaler scaler;
   Config cfg;
 
-  explicit Run(Config c, int total_steps)
+  explicit TrainingRun(Config c, int total_steps)
       : scaler({.init_scale = 1024.0, .growth_interval = 2, .enabled = c.fp16}), cfg(c) {
     mt::manual_seed(42);
     if (c.cnn)
@@ -75,7 +75,7 @@ class Determinism : public ::testing::TestWithParam<Config> {
 constexpr int kSteps = 4;
 
 TEST_P(Determinism, TwoRunsAreBitIdentical) {
-  Run a(GetParam(), kSteps), b(GetParam(), kSteps);
+  TrainingRun a(GetParam(), kSteps), b(GetParam(), kSteps);
   a.train(kSteps);
   b.train(kSteps);
   EXPECT_EQ(a.weights(), b.weights());
@@ -84,12 +84,12 @@ TEST_P(Determinism, TwoRunsAreBitIdentical) {
 TEST_P(Determinism, ResumeMatchesTheUninterruptedRun) {
   const fs::path ckpt =
       fs::temp_directory_path() / ("mantissa_determinism_" + std::to_string(getpid()) + ".safetensors");
-  Run straight(GetParam(), kSteps);
+  TrainingRun straight(GetParam(), kSteps);
   straight.train(kSteps / 2);
-  mt::optim::save_checkpoint(ckpt.string(), straight.parts(), {.epoch = 1});
+  mt::optim::save_checkpoint(ckpt.string(), straight.parts(), {.epoch = 1, .extra = {}});
   straight.train(kSteps / 2);
 
-  Run resumed(GetParam(), kSteps);
+  TrainingRun resumed(GetParam(), kSteps);
   mt::randn({3});  // disturb the RNG: the checkpoint must restore it
   EXPECT_EQ(mt::optim::load_checkpoint(ckpt.string(), resumed.parts()).epoch, 1);
   resumed.train(kSteps / 2);

@@ -141,7 +141,7 @@ TEST(Hostile, FifoIsRejectedWithoutBlocking) {
 
 namespace {
 
-struct Run {
+struct TinyRun {
   mt::nn::Linear net{3, 2};
   mt::optim::SGD opt{net.parameters(), {.lr = 0.1}};
   mt::optim::StepLR sched{opt, 2, 0.5};
@@ -151,9 +151,9 @@ struct Run {
 
 // Saves a checkpoint, rewrites one metadata value, and returns the path.
 std::string tampered(const std::string& key, const std::string& value) {
-  Run r;
+  TinyRun r;
   const std::string p = (temp_dir() / "ckpt.safetensors").string();
-  mt::optim::save_checkpoint(p, r.parts(), {.epoch = 2});
+  mt::optim::save_checkpoint(p, r.parts(), {.epoch = 2, .extra = {}});
   mt::SafeTensors f = mt::load_safetensors(p);
   EXPECT_TRUE(f.metadata.count(key)) << key;
   f.metadata[key] = value;
@@ -166,10 +166,10 @@ std::string tampered(const std::string& key, const std::string& value) {
 TEST(Hostile, CheckpointEpochMustBeANonNegativeInteger) {
   for (const char* bad : {"nan", "1e300", "-1", "2.5", "inf"}) {
     const std::string p = tampered("epoch", bad);
-    Run r;
+    TinyRun r;
     expect_error([&] { mt::optim::load_checkpoint(p, r.parts()); }, {p, "'epoch'", "non-negative integer"});
   }
-  Run r;  // a large but exact epoch loads as it is (the caller compares it with its own plan)
+  TinyRun r;  // a large but exact epoch loads as it is (the caller compares it with its own plan)
   EXPECT_EQ(mt::optim::load_checkpoint(tampered("epoch", "4294967297"), r.parts()).epoch, 4294967297);
 }
 
@@ -182,7 +182,7 @@ TEST(Hostile, CheckpointScalerAndSchedulerValuesFollowTheConstructorsRules) {
   };
   for (const auto& [key, value] : cases) {
     const std::string p = tampered(key, value);
-    Run r;
+    TinyRun r;
     const std::string short_key = std::string(key).substr(std::string(key).find('.') + 1);
     const float w_before = r.net.weight.to_vector<float>()[0];
     expect_error([&] { mt::optim::load_checkpoint(p, r.parts()); }, {p, short_key, "nothing was changed"});
