@@ -126,15 +126,21 @@ Tensor read_idx(const std::string& path) {
     // Checked before allocating: a corrupt or hostile header must not make us allocate.
     const uint64_t bound = detail::max_decompressed_size(in.file_size());
     MT_CHECK(payload <= bound, op, "'", path, "': the header claims shape ", shape_text(shape), " of ", type->name,
-             " (", payload, " bytes), more than the ", bound, "-byte limit for a ", in.file_size(),
-             "-byte gzip file (256:1, at least 16 MiB); the header is corrupt, or the file is a decompression bomb");
+             " (", payload, " bytes), more than a ", in.file_size(), "-byte gzip file can hold under the ", bound,
+             "-byte limit (256:1, at least 16 MiB); the header is corrupt, or the file is a decompression bomb");
   }
 
   Tensor out = make_tensor(shape, type->dtype, Device::cpu());
   const bool widen = element_size(type->dtype) != type->size;
   std::vector<uint8_t> staging(widen ? size_t(payload) : 0);
   void* dst = widen ? static_cast<void*>(staging.data()) : out.raw_data();
-  const size_t got = in.read(dst, size_t(payload));
+  size_t got = 0;
+  try {
+    got = in.read(dst, size_t(payload));
+  } catch (const Error& e) {  // a cut or corrupt stream: add what the header promised
+    throw Error(std::string(e.what()) + "; shape " + shape_text(shape) + " of " + type->name + " needs " +
+                std::to_string(payload) + " payload bytes");
+  }
   MT_CHECK(got == payload, op, "'", path, "' is truncated: shape ", shape_text(shape), " of ", type->name, " needs ",
            payload, " payload bytes but the ", what, " ends after ", got);
   if (in.compressed()) {

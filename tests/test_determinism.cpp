@@ -75,8 +75,10 @@ class Determinism : public ::testing::TestWithParam<Config> {
 constexpr int kSteps = 4;
 
 TEST_P(Determinism, TwoRunsAreBitIdentical) {
-  TrainingRun a(GetParam(), kSteps), b(GetParam(), kSteps);
+  // One after the other: each run seeds the RNG, builds its model and draws its batches.
+  TrainingRun a(GetParam(), kSteps);
   a.train(kSteps);
+  TrainingRun b(GetParam(), kSteps);
   b.train(kSteps);
   EXPECT_EQ(a.weights(), b.weights());
 }
