@@ -144,7 +144,7 @@ Tensor relu(const Tensor& x0) {
   if (needs_grad({x})) {
     record("relu", {x}, y, [sy = SavedTensor(y, true)](const Tensor& g, auto&) {
       Tensor y = sy.unpack();
-      return Grads{fused_backward(BinaryOp::ReluBackward, g, y, [&] { return g * (y > 0).to(g.dtype()); })};
+      return Grads{fused_backward(BinaryOp::ReluBackward, g, y, [&] { return g * logical_not(y <= 0).to(g.dtype()); })};
     });
   }
   return y;

@@ -33,7 +33,8 @@ struct Sin { template <typename T> MT_HOST_DEVICE T operator()(T x) const { retu
 struct Cos { template <typename T> MT_HOST_DEVICE T operator()(T x) const { return std::cos(x); } };
 struct Tanh { template <typename T> MT_HOST_DEVICE T operator()(T x) const { return std::tanh(x); } };
 struct Sigmoid { template <typename T> MT_HOST_DEVICE T operator()(T x) const { return sigmoid(x); } };
-struct Relu { template <typename T> MT_HOST_DEVICE T operator()(T x) const { return x > T(0) ? x : T(0); } };
+// NaN propagates (NaN < 0 is false), as in PyTorch: a diverging run must stay visible.
+struct Relu { template <typename T> MT_HOST_DEVICE T operator()(T x) const { return x < T(0) ? T(0) : x; } };
 struct Erf { template <typename T> MT_HOST_DEVICE T operator()(T x) const { return std::erf(x); } };
 struct Reciprocal { template <typename T> MT_HOST_DEVICE T operator()(T x) const { return T(1) / x; } };
 struct Square { template <typename T> MT_HOST_DEVICE T operator()(T x) const { return x * x; } };
@@ -118,7 +119,8 @@ struct IsFinite { template <typename T> MT_HOST_DEVICE bool operator()(T x) cons
 
 // --- fused backward formulas: (grad, saved) -> grad * f'(.) ---
 struct ReluBackward {
-  template <typename T> MT_HOST_DEVICE T operator()(T g, T x) const { return x > T(0) ? g : T(0); }
+  // x is relu's output; PyTorch's threshold_backward passes g unless x <= 0 (so NaN passes g).
+  template <typename T> MT_HOST_DEVICE T operator()(T g, T x) const { return x <= T(0) ? T(0) : g; }
 };
 struct GeluErfBackward {
   template <typename T> MT_HOST_DEVICE T operator()(T g, T x) const {

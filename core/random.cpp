@@ -57,14 +57,19 @@ Generator& default_generator() {
 void manual_seed(uint64_t seed) { default_generator() = Generator(seed); }
 
 namespace {
+// Draws in float64 into tensor memory (so a shape too big is a clear mantissa::Error from
+// the allocator, not std::bad_alloc), then converts to the requested dtype and device.
 template <typename Fn>
-Tensor generate(const Shape& shape, const TensorOptions& opts, Fn next) {
-  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
-  for (double& x : v) x = next();
-  TensorOptions o = opts;
-  o.requires_grad = false;
-  Tensor t = from_vector(v, shape, o);
-  if (shape.empty()) t = t.reshape({});
+Tensor generate(const char* op, const Shape& shape, const TensorOptions& opts, Fn next) {
+  const int64_t n = checked_numel(shape, op);
+  Tensor v = make_tensor(shape, DType::Float64, Device::cpu());
+  double* p = v.data_ptr<double>();
+  for (int64_t i = 0; i < n; ++i) p[i] = next();
+  Tensor t = v;
+  if (opts.dtype != DType::Float64 || opts.device != Device::cpu()) {
+    t = make_tensor(shape, opts.dtype, opts.device);
+    t.copy_(v);
+  }
   if (opts.requires_grad) t.requires_grad_(true);
   return t;
 }
@@ -72,26 +77,32 @@ Tensor generate(const Shape& shape, const TensorOptions& opts, Fn next) {
 
 Tensor uniform(const Shape& shape, double low, double high, const TensorOptions& opts) {
   auto& g = default_generator();
-  return generate(shape, opts, [&] { return low + (high - low) * g.uniform(); });
+  return generate("uniform", shape, opts, [&] { return low + (high - low) * g.uniform(); });
 }
 Tensor normal(const Shape& shape, double mean, double stddev, const TensorOptions& opts) {
   auto& g = default_generator();
-  return generate(shape, opts, [&] { return mean + stddev * g.normal(); });
+  return generate("normal", shape, opts, [&] { return mean + stddev * g.normal(); });
 }
-Tensor rand(const Shape& shape, const TensorOptions& opts) { return uniform(shape, 0, 1, opts); }
-Tensor randn(const Shape& shape, const TensorOptions& opts) { return normal(shape, 0, 1, opts); }
+Tensor rand(const Shape& shape, const TensorOptions& opts) {
+  checked_numel(shape, "rand");
+  return uniform(shape, 0, 1, opts);
+}
+Tensor randn(const Shape& shape, const TensorOptions& opts) {
+  checked_numel(shape, "randn");
+  return normal(shape, 0, 1, opts);
+}
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOptions& opts) {
   MT_CHECK(high > low, "randint", "empty range [", low, ", ", high, ")");
   auto& g = default_generator();
   uint64_t span = uint64_t(high - low);
-  return generate(shape, opts, [&] { return double(low + int64_t(g.engine()() % span)); });
+  return generate("randint", shape, opts, [&] { return double(low + int64_t(g.engine()() % span)); });
 }
 
 Tensor bernoulli(const Shape& shape, double p, const TensorOptions& opts) {
   MT_CHECK(p >= 0 && p <= 1, "bernoulli", "probability must be in [0, 1], got ", p);
   auto& g = default_generator();
-  return generate(shape, opts, [&] { return g.uniform() < p ? 1.0 : 0.0; });
+  return generate("bernoulli", shape, opts, [&] { return g.uniform() < p ? 1.0 : 0.0; });
 }
 
 Tensor bernoulli(const Tensor& p) {
@@ -99,17 +110,18 @@ Tensor bernoulli(const Tensor& p) {
   auto& g = default_generator();
   size_t i = 0;
   for (double q : probs) MT_CHECK(q >= 0 && q <= 1, "bernoulli", "probability must be in [0, 1], got ", q);
-  return generate(p.sizes(), {.dtype = p.dtype(), .device = p.device()},
+  return generate("bernoulli", p.sizes(), {.dtype = p.dtype(), .device = p.device()},
                   [&] { return g.uniform() < probs[i++] ? 1.0 : 0.0; });
 }
 
 Tensor randperm(int64_t n) {
   MT_CHECK(n >= 0, "randperm", "n must be non-negative, got ", n);
-  std::vector<int64_t> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = i;
+  Tensor t = make_tensor({n}, DType::Int64, Device::cpu());
+  int64_t* v = t.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i) v[i] = i;
   auto& g = default_generator();
-  for (int64_t i = n - 1; i > 0; --i) std::swap(v[size_t(i)], v[size_t(g.engine()() % uint64_t(i + 1))]);
-  return from_vector(v, {n}, {.dtype = DType::Int64});
+  for (int64_t i = n - 1; i > 0; --i) std::swap(v[i], v[g.engine()() % uint64_t(i + 1)]);
+  return t;
 }
 
 Tensor dropout_mask(const Shape& shape, double p, const TensorOptions& opts) {

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <set>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -28,6 +28,71 @@ using ordered_json = nlohmann::ordered_json;
 
 // A header larger than this is rejected before it is read, as the reference reader does.
 constexpr uint64_t kMaxHeader = 100'000'000;
+// A valid header nests 3 deep ({name: {shape: [...]}}); deeper input is hostile, and a
+// limit keeps every later recursion over the parsed value (printing, destroying) shallow.
+constexpr size_t kMaxDepth = 16;
+// Untrusted text quoted in an error message is cut to this many bytes.
+constexpr size_t kMaxQuoted = 80;
+
+std::string clipped(const std::string& s) {
+  return s.size() <= kMaxQuoted ? s : s.substr(0, kMaxQuoted) + "... (" + std::to_string(s.size()) + " bytes)";
+}
+
+// A short description of an untrusted JSON value for an error message: scalars quoted
+// (clipped), arrays and objects by their size only.
+std::string brief(const json& v) {
+  if (v.is_array()) return "an array of " + std::to_string(v.size()) + " elements";
+  if (v.is_object()) return "an object of " + std::to_string(v.size()) + " keys";
+  return clipped(v.dump());
+}
+
+// One streaming pass over the header before it is parsed: rejects nesting deeper than
+// kMaxDepth and repeated keys (a JSON parser would silently keep one of them), in time
+// linear in the header's size.
+class HeaderScan : public json::json_sax_t {
+ public:
+  std::string error;
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    keys_.emplace_back();
+    return enter();
+  }
+  bool key(string_t& k) override {
+    if (keys_.back().insert(k).second) return true;
+    error = "the header repeats the key '" + clipped(k) + "'";
+    return false;
+  }
+  bool end_object() override {
+    keys_.pop_back();
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t) override { return enter(); }
+  bool end_array() override {
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& ex) override {
+    error = "malformed JSON header: " + clipped(ex.what());
+    return false;
+  }
+
+ private:
+  bool enter() {
+    if (++depth_ <= kMaxDepth) return true;
+    error = "the header nests deeper than " + std::to_string(kMaxDepth) + " levels";
+    return false;
+  }
+  std::vector<std::unordered_set<std::string>> keys_;
+  size_t depth_ = 0;
+};
 
 struct StDtype {
   const char* name;
@@ -112,27 +177,29 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
     return a.dt->rank != b.dt->rank ? a.dt->rank > b.dt->rank : *a.name < *b.name;
   });
 
-  ordered_json header = ordered_json::object();
-  if (!metadata.empty()) {
-    ordered_json m = ordered_json::object();
-    for (const auto& [k, v] : metadata) m[k] = v;
-    header["__metadata__"] = std::move(m);
-  }
-  uint64_t offset = 0;
-  for (const Entry& e : entries) {
-    ordered_json info = ordered_json::object();
-    info["dtype"] = e.dt->name;
-    info["shape"] = e.t.sizes();
-    info["data_offsets"] = {offset, offset + e.t.nbytes()};
-    header[*e.name] = std::move(info);
-    offset += e.t.nbytes();
-  }
-  std::string text;
+  // The header text is assembled entry by entry (the same bytes as dumping one ordered
+  // object): an ordered object finds keys by linear search, quadratic for large models.
+  std::string text = "{";
   try {
-    text = header.dump();
+    if (!metadata.empty()) {
+      json m = json::object();  // sorted by key, as the std::map it comes from
+      for (const auto& [k, v] : metadata) m[k] = v;
+      text += "\"__metadata__\":" + m.dump();
+    }
+    uint64_t offset = 0;
+    for (const Entry& e : entries) {
+      ordered_json info = ordered_json::object();
+      info["dtype"] = e.dt->name;
+      info["shape"] = e.t.sizes();
+      info["data_offsets"] = {offset, offset + e.t.nbytes()};
+      if (text.size() > 1) text += ',';
+      text += json(*e.name).dump() + ":" + info.dump();
+      offset += e.t.nbytes();
+    }
   } catch (const json::exception& ex) {  // invalid UTF-8 in a name or a metadata string
     MT_FAIL(op, "cannot encode the header of '", path, "' as JSON: ", ex.what());
   }
+  text += '}';
   text.append((8 - text.size() % 8) % 8, ' ');
   const uint64_t n = text.size();
 
@@ -172,16 +239,18 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
 SafeTensors load_safetensors(const std::string& path) {
   constexpr const char* op = "load_safetensors";
   auto where = [&](const std::string& key) {
-    return key.empty() ? "'" + path + "': " : "'" + path + "': tensor '" + key + "': ";
+    return key.empty() ? "'" + path + "': " : "'" + path + "': tensor '" + clipped(key) + "': ";
   };
 
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is rejected just below.
+  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
   if (f.fd < 0) {
     const std::string err = errno_text();
     MT_FAIL(op, "cannot open '", path, "': ", err);
   }
   struct stat st {};
-  MT_CHECK(::fstat(f.fd, &st) == 0 && S_ISREG(st.st_mode), op, "'", path, "' is not a regular file");
+  MT_CHECK(::fstat(f.fd, &st) == 0 && S_ISREG(st.st_mode), op, "'", path,
+           "' is not a regular file (a pipe, device or directory cannot hold a safetensors file)");
   const uint64_t file_size = uint64_t(st.st_size);
 
   MT_CHECK(file_size >= 8, op, where(""), "file is ", file_size,
@@ -199,28 +268,18 @@ SafeTensors load_safetensors(const std::string& path) {
   MT_CHECK(read_at(f.fd, text.data(), text.size(), 8) == n, op, where(""), "cannot read the ", n,
            "-byte header: ", errno_text());
   MT_CHECK(!text.empty() && text[0] == '{', op, where(""), "the header must be a JSON object starting with '{'");
+  // JSON has no raw NUL bytes (not even in strings); padding after the object must be spaces.
+  MT_CHECK(text.find('\0') == std::string::npos, op, where(""), "the header holds a NUL byte at offset ",
+           8 + text.find('\0'), "; only spaces may pad it");
 
-  // Duplicate keys are an error (a JSON parser would silently keep one of them).
-  std::vector<std::set<std::string>> open_objects;
-  std::string duplicate;
-  json::parser_callback_t cb = [&](int, json::parse_event_t ev, json& parsed) {
-    if (ev == json::parse_event_t::object_start) {
-      open_objects.emplace_back();
-    } else if (ev == json::parse_event_t::object_end) {
-      open_objects.pop_back();
-    } else if (ev == json::parse_event_t::key && !open_objects.empty()) {
-      if (!open_objects.back().insert(parsed.get<std::string>()).second && duplicate.empty())
-        duplicate = parsed.get<std::string>();
-    }
-    return true;
-  };
+  HeaderScan scan;
+  if (!json::sax_parse(text, &scan)) MT_FAIL(op, where(""), scan.error);
   json header;
   try {
-    header = json::parse(text, cb);
-  } catch (const json::exception& ex) {
-    MT_FAIL(op, where(""), "malformed JSON header: ", ex.what());
+    header = json::parse(text);
+  } catch (const json::exception& ex) {  // unreachable after the scan; kept as a guard
+    MT_FAIL(op, where(""), "malformed JSON header: ", clipped(ex.what()));
   }
-  MT_CHECK(duplicate.empty(), op, where(""), "the header repeats the key '", duplicate, "'");
   MT_CHECK(header.is_object(), op, where(""), "the header must be a JSON object, got ", header.type_name());
 
   struct Info {
@@ -235,25 +294,25 @@ SafeTensors load_safetensors(const std::string& path) {
     if (key == "__metadata__") {
       MT_CHECK(value.is_object(), op, where(""), "__metadata__ must be an object of strings, got ", value.type_name());
       for (const auto& [mk, mv] : value.items()) {
-        MT_CHECK(mv.is_string(), op, where(""), "__metadata__ value of '", mk, "' must be a string, got ",
-                 mv.type_name());
+        MT_CHECK(mv.is_string(), op, where(""), "__metadata__ value of '", clipped(mk), "' must be a string, got ",
+                 brief(mv));
         out.metadata[mk] = mv.get<std::string>();
       }
       continue;
     }
     MT_CHECK(value.is_object(), op, where(key), "entry must be an object with dtype, shape and data_offsets, got ",
-             value.type_name());
+             brief(value));
     for (const auto& [field, unused] : value.items()) {
       (void)unused;
       // An unknown field could change how the bytes are meant (strides, byte order): refuse to guess.
       MT_CHECK(field == "dtype" || field == "shape" || field == "data_offsets", op, where(key), "unknown field '",
-               field, "' (expected dtype, shape and data_offsets)");
+               clipped(field), "' (expected dtype, shape and data_offsets)");
     }
     MT_CHECK(value.contains("dtype") && value.contains("shape") && value.contains("data_offsets"), op, where(key),
-             "entry needs dtype, shape and data_offsets, got ", value.dump());
+             "entry needs dtype, shape and data_offsets, got ", brief(value));
 
     const json& jd = value["dtype"];
-    MT_CHECK(jd.is_string(), op, where(key), "dtype must be a string, got ", jd.dump());
+    MT_CHECK(jd.is_string(), op, where(key), "dtype must be a string, got ", brief(jd));
     const std::string dname = jd.get<std::string>();
     const StDtype* dt = nullptr;
     for (const StDtype& d : kDtypes)
@@ -261,29 +320,31 @@ SafeTensors load_safetensors(const std::string& path) {
     if (!dt) {
       const bool foreign =
           std::any_of(std::begin(kForeignDtypes), std::end(kForeignDtypes), [&](const char* s) { return dname == s; });
-      MT_FAIL(op, where(key), foreign ? "dtype '" : "unknown dtype '", dname, foreign ? "' has no Mantissa dtype" : "'",
-              "; supported: F32, F64, F16, BF16, I64, I32, U8, BOOL");
+      MT_FAIL(op, where(key), foreign ? "dtype '" : "unknown dtype '", clipped(dname),
+              foreign ? "' has no Mantissa dtype" : "'", "; supported: F32, F64, F16, BF16, I64, I32, U8, BOOL");
     }
 
     const json& js = value["shape"];
-    MT_CHECK(js.is_array(), op, where(key), "shape must be an array of non-negative integers, got ", js.dump());
+    MT_CHECK(js.is_array(), op, where(key), "shape must be an array of non-negative integers, got ", brief(js));
     std::vector<uint64_t> dims;
-    uint64_t numel = 1;
+    uint64_t numel = 1, span = 1;
     bool overflow = false;
     for (const json& d : js) {
       MT_CHECK(d.is_number_unsigned(), op, where(key), "shape must be an array of non-negative integers, got ",
-               js.dump());
+               brief(d), " in it");
       dims.push_back(d.get<uint64_t>());
       overflow |= __builtin_mul_overflow(numel, dims.back(), &numel);
+      // Zeros counted as 1: the strides of an empty tensor must fit in int64 too.
+      overflow |= __builtin_mul_overflow(span, std::max<uint64_t>(dims.back(), 1), &span);
     }
     uint64_t nbytes = 0;
     overflow |= __builtin_mul_overflow(numel, uint64_t(element_size(dt->dtype)), &nbytes);
-    MT_CHECK(!overflow && nbytes <= uint64_t(INT64_MAX), op, where(key), "shape ", shape_text(dims),
-             " overflows 64 bits");
+    MT_CHECK(!overflow && nbytes <= uint64_t(INT64_MAX) && span <= uint64_t(INT64_MAX), op, where(key), "shape ",
+             shape_text(dims), " overflows int64 (the product of the sizes, zeros counted as 1, in bytes)");
 
     const json& jo = value["data_offsets"];
     MT_CHECK(jo.is_array() && jo.size() == 2 && jo[0].is_number_unsigned() && jo[1].is_number_unsigned(), op,
-             where(key), "data_offsets must be [begin, end] with non-negative integers, got ", jo.dump());
+             where(key), "data_offsets must be [begin, end] with non-negative integers, got ", brief(jo));
     const uint64_t begin = jo[0].get<uint64_t>(), end = jo[1].get<uint64_t>();
     MT_CHECK(begin <= end, op, where(key), "data_offsets [", begin, ", ", end, "] end before they begin");
     MT_CHECK(end <= data_size, op, where(key), "data_offsets [", begin, ", ", end, "] run past the ", data_size,

@@ -15,18 +15,32 @@ std::string shape_str(const Shape& s) {
   return os.str();
 }
 
-int64_t shape_numel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t v : s) n *= v;
+int64_t shape_numel(const Shape& s, const char* op) {
+  // `span` (zeros counted as 1) bounds every contiguous stride: a shape like [0, 2^62, 4]
+  // holds no elements but its strides would still overflow.
+  int64_t n = 1, span = 1;
+  bool overflow = false;
+  for (int64_t v : s) {
+    overflow |= __builtin_mul_overflow(n, v, &n);
+    overflow |= __builtin_mul_overflow(span, std::max<int64_t>(v, 1), &span);
+  }
+  MT_CHECK(!overflow, op, "sizes ", shape_str(s),
+           " overflow int64 (the product of the sizes, zeros counted as 1, must stay below 2^63)");
   return n;
 }
 
-Shape contiguous_strides(const Shape& sizes) {
+int64_t checked_numel(const Shape& s, const char* op) {
+  for (int64_t v : s) MT_CHECK(v >= 0, op, "negative dimension in shape ", shape_str(s));
+  return shape_numel(s, op);
+}
+
+Shape contiguous_strides(const Shape& sizes, const char* op) {
   Shape st(sizes.size());
   int64_t acc = 1;
   for (int64_t i = int64_t(sizes.size()) - 1; i >= 0; --i) {
-    st[i] = acc;
-    acc *= std::max<int64_t>(sizes[i], 1);
+    st[size_t(i)] = acc;
+    MT_CHECK(!__builtin_mul_overflow(acc, std::max<int64_t>(sizes[size_t(i)], 1), &acc), op, "sizes ", shape_str(sizes),
+             " overflow int64 (the product of the sizes, zeros counted as 1, must stay below 2^63)");
   }
   return st;
 }

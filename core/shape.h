@@ -9,8 +9,13 @@ namespace mantissa {
 using Shape = std::vector<int64_t>;
 
 std::string shape_str(const Shape& s);  // "[2, 3]"
-int64_t shape_numel(const Shape& s);
-Shape contiguous_strides(const Shape& sizes);
+// The product of the sizes. Throws mantissa::Error naming `op` when the product, or the
+// largest contiguous stride (zero sizes counted as 1), would overflow int64.
+int64_t shape_numel(const Shape& s, const char* op = "shape");
+// shape_numel for a shape a user or a file gave: also rejects negative sizes.
+int64_t checked_numel(const Shape& s, const char* op);
+// Row-major strides; throws naming `op` on int64 overflow (as shape_numel).
+Shape contiguous_strides(const Shape& sizes, const char* op = "shape");
 // Wraps a possibly negative dim into [0, ndim); throws naming `op` when out of range.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 // The broadcast of two shapes (NumPy rules); throws naming `op` and both shapes.

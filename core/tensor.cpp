@@ -1,5 +1,7 @@
 #include "core/tensor.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstring>
 
@@ -13,6 +15,9 @@ namespace mantissa {
 int64_t TensorImpl::numel() const { return shape_numel(sizes); }
 
 bool TensorImpl::is_contiguous() const {
+  // No elements: nothing to lay out (as in PyTorch), and copies take the flat path.
+  for (int64_t s : sizes)
+    if (s == 0) return true;
   int64_t expected = 1;
   for (int64_t i = int64_t(sizes.size()) - 1; i >= 0; --i) {
     if (sizes[i] == 1) continue;
@@ -45,12 +50,14 @@ void Tensor::bump_version() const { ++checked(impl_).storage->version; }
 void* Tensor::raw_data() const { return checked(impl_).data(); }
 
 Tensor make_tensor(const Shape& shape, DType dtype, Device device) {
-  for (int64_t s : shape) MT_CHECK(s >= 0, "empty", "negative dimension in shape ", mantissa::shape_str(shape));
+  const int64_t n = checked_numel(shape, "empty");
+  const size_t elem = element_size(dtype);
+  MT_CHECK(uint64_t(n) <= SIZE_MAX / elem, "empty", "out of memory: shape ", mantissa::shape_str(shape), " of ",
+           dtype_name(dtype), " needs more than 2^64 bytes");
   auto impl = std::make_shared<TensorImpl>();
-  int64_t n = shape_numel(shape);
-  impl->storage = std::make_shared<Storage>(size_t(n) * element_size(dtype), device);
+  impl->strides = contiguous_strides(shape, "empty");
+  impl->storage = std::make_shared<Storage>(size_t(n) * elem, device);
   impl->sizes = shape;
-  impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
   return Tensor(std::move(impl));
 }
@@ -90,6 +97,17 @@ Tensor with_grad(Tensor t, const TensorOptions& o) {
   if (o.requires_grad) t.requires_grad_(true);
   return t;
 }
+
+// A float64 CPU tensor converted to the requested dtype and device. The factories fill
+// tensor memory rather than a std::vector, so running out of memory is a mantissa::Error.
+Tensor from_tensor_f64(const Tensor& v, const TensorOptions& o) {
+  Tensor out = v;
+  if (o.dtype != DType::Float64 || o.device != Device::cpu()) {
+    out = make_tensor(v.sizes(), o.dtype, o.device);
+    out.copy_(v);
+  }
+  return with_grad(out, o);
+}
 }  // namespace
 
 Tensor empty(const Shape& shape, const TensorOptions& o) {
@@ -112,31 +130,40 @@ Tensor full_like(const Tensor& t, const Scalar& v) { return full(t.sizes(), v, {
 
 Tensor arange(double start, double end, double step, const TensorOptions& o) {
   MT_CHECK(step != 0, "arange", "step must be nonzero");
-  MT_CHECK((end - start) / step >= 0, "arange", "range [", start, ", ", end, ") is empty in the direction of step ", step);
-  int64_t n = int64_t(std::ceil((end - start) / step));
-  std::vector<double> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = start + double(i) * step;
-  return from_vector(v, {n}, o);
+  const double count = std::ceil((end - start) / step);
+  MT_CHECK(count >= 0, "arange", "range [", start, ", ", end, ") is empty in the direction of step ", step);
+  // 2^53: beyond it the values are no longer distinct doubles (and NaN fails here too).
+  MT_CHECK(count <= 9007199254740992.0, "arange", "range [", start, ", ", end, ") with step ", step, " has ", count,
+           " elements, too many");
+  const int64_t n = int64_t(count);
+  // Generated in float64 in tensor memory (the allocator reports running out of memory clearly).
+  Tensor v = make_tensor({n}, DType::Float64, Device::cpu());
+  double* p = v.data_ptr<double>();
+  for (int64_t i = 0; i < n; ++i) p[i] = start + double(i) * step;
+  return from_tensor_f64(v, o);
 }
 
 Tensor arange(int64_t end, const TensorOptions& o) { return arange(0, double(end), 1, o); }
 
 Tensor linspace(double start, double end, int64_t steps, const TensorOptions& o) {
   MT_CHECK(steps >= 0, "linspace", "number of steps must be non-negative, got ", steps);
-  std::vector<double> v(steps);
+  Tensor t = make_tensor({steps}, DType::Float64, Device::cpu());
+  double* v = t.data_ptr<double>();
   double step = steps > 1 ? (end - start) / double(steps - 1) : 0.0;
   // Fill from both ends, as PyTorch does, so the last value is exactly `end` (one step: `start`).
   for (int64_t i = 0; i < steps; ++i)
     v[i] = i < steps / 2 ? start + step * double(i) : end - step * double(steps - 1 - i);
   if (steps == 1) v[0] = start;
-  return from_vector(v, {steps}, o);
+  return from_tensor_f64(t, o);
 }
 
 Tensor eye(int64_t n, const TensorOptions& o) {
   MT_CHECK(n >= 0, "eye", "n must be non-negative, got ", n);
-  std::vector<double> v(size_t(n * n), 0.0);
-  for (int64_t i = 0; i < n; ++i) v[size_t(i * n + i)] = 1.0;
-  return from_vector(v, {n, n}, o);
+  Tensor t = make_tensor({n, n}, DType::Float64, Device::cpu());
+  double* v = t.data_ptr<double>();
+  std::fill(v, v + n * n, 0.0);
+  for (int64_t i = 0; i < n; ++i) v[i * n + i] = 1.0;
+  return from_tensor_f64(t, o);
 }
 
 namespace {

@@ -98,16 +98,19 @@ Tensor read_idx(const std::string& path) {
            " bytes but the ", in.compressed() ? "decompressed data ends" : "file ends", " after ", 4 + got_dims);
 
   Shape shape(static_cast<size_t>(ndim));
-  uint64_t numel = 1;
+  uint64_t numel = 1, span = 1;
   bool overflow = false;
   for (int d = 0; d < ndim; ++d) {
     shape[size_t(d)] = int64_t(load_be32(&dims[size_t(d) * 4]));
     overflow |= __builtin_mul_overflow(numel, uint64_t(shape[size_t(d)]), &numel);
+    // Zeros counted as 1: an empty tensor's strides must fit in int64 too.
+    overflow |= __builtin_mul_overflow(span, std::max<uint64_t>(uint64_t(shape[size_t(d)]), 1), &span);
   }
   uint64_t payload = 0;
   overflow |= __builtin_mul_overflow(numel, uint64_t(type->size), &payload);
-  MT_CHECK(!overflow && payload <= uint64_t(std::numeric_limits<int64_t>::max()), op, "'", path, "': sizes ",
-           shape_text(shape), " overflow 64 bits; the header is corrupt");
+  constexpr uint64_t kMax = uint64_t(std::numeric_limits<int64_t>::max());
+  MT_CHECK(!overflow && payload <= kMax && span <= kMax, op, "'", path, "': sizes ", shape_text(shape),
+           " overflow int64 (the product of the sizes, zeros counted as 1, in bytes); the header is corrupt");
 
   // Check the claimed size against the file before allocating anything.
   const char* what = in.compressed() ? "decompressed data" : "file";
@@ -120,20 +123,26 @@ Tensor read_idx(const std::string& path) {
              " unexpected bytes after the payload: shape ", shape_text(shape), " of ", type->name, " needs ", expected,
              " bytes in all but the file has ", actual);
   } else {
-    // Deflate expands at most 1032:1, which bounds what a corrupt header can make us allocate.
-    const uint64_t bound = in.file_size() * 1032 + (1 << 16);
+    // Checked before allocating: a corrupt or hostile header must not make us allocate.
+    const uint64_t bound = detail::max_decompressed_size(in.file_size());
     MT_CHECK(payload <= bound, op, "'", path, "': the header claims shape ", shape_text(shape), " of ", type->name,
-             " (", payload, " bytes), more than a ", in.file_size(), "-byte gzip file can hold; the header is corrupt");
+             " (", payload, " bytes), more than a ", in.file_size(), "-byte gzip file can hold under the ", bound,
+             "-byte limit (256:1, at least 16 MiB); the header is corrupt, or the file is a decompression bomb");
   }
 
   Tensor out = make_tensor(shape, type->dtype, Device::cpu());
   const bool widen = element_size(type->dtype) != type->size;
   std::vector<uint8_t> staging(widen ? size_t(payload) : 0);
   void* dst = widen ? static_cast<void*>(staging.data()) : out.raw_data();
-  const size_t got = in.read(dst, size_t(payload));
+  size_t got = 0;
+  try {
+    got = in.read(dst, size_t(payload));
+  } catch (const Error& e) {  // a cut or corrupt stream: add what the header promised
+    throw Error(std::string(e.what()) + "; shape " + shape_text(shape) + " of " + type->name + " needs " +
+                std::to_string(payload) + " payload bytes");
+  }
   MT_CHECK(got == payload, op, "'", path, "' is truncated: shape ", shape_text(shape), " of ", type->name, " needs ",
-           payload, " payload bytes but the ", what, " ends after ", got,
-           in.stream_truncated() ? " (the gzip stream itself is cut short)" : "");
+           payload, " payload bytes but the ", what, " ends after ", got);
   if (in.compressed()) {
     uint8_t extra;
     MT_CHECK(in.read(&extra, 1) == 0, op, "'", path, "' has unexpected data after the ", payload,

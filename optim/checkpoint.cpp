@@ -1,5 +1,6 @@
 #include "optim/checkpoint.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -24,7 +25,7 @@ double parse_num(const std::string& path, const std::string& key, const std::str
   char* end = nullptr;
   double v = std::strtod(s.c_str(), &end);
   MT_CHECK(end && *end == '\0' && !s.empty(), "load_checkpoint", path, ": metadata '", key,
-           "' is not a number: '", s, "'");
+           "' is not a number: '", s.substr(0, 40), s.size() > 40 ? "...'" : "'");
   return v;
 }
 
@@ -87,7 +88,11 @@ CheckpointInfo load_checkpoint(const std::string& path, const Checkpoint& parts)
   };
   MT_CHECK(meta_at("format") == kFormat, "load_checkpoint", path, ": unknown format '", meta_at("format"), "'");
   CheckpointInfo info;
-  info.epoch = int64_t(parse_num(path, "epoch", meta_at("epoch")));
+  // Exactly representable, non-negative and whole: anything else would resume at a wrong epoch.
+  const double epoch = parse_num(path, "epoch", meta_at("epoch"));
+  MT_CHECK(epoch >= 0 && epoch <= 9007199254740992.0 && epoch == std::floor(epoch), "load_checkpoint", path,
+           ": metadata 'epoch' must be a non-negative integer, got ", meta_at("epoch").substr(0, 40));
+  info.epoch = int64_t(epoch);
   for (const auto& [k, v] : f.metadata)
     if (k.rfind("extra.", 0) == 0) info.extra[k.substr(6)] = v;
   if (parts.optimizer)

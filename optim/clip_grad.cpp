@@ -24,6 +24,8 @@ Tensor norm_of(const Tensor& x, double p) {
 Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type, bool error_if_nonfinite) {
   const char* op = "clip_grad_norm_";
   MT_CHECK(!std::isnan(norm_type) && norm_type >= 0, op, "norm_type must be >= 0 or inf, got ", norm_type);
+  // A negative (or NaN) bound would flip or poison every gradient.
+  MT_CHECK(max_norm >= 0, op, "max_norm must be non-negative, got ", max_norm);
   NoGradGuard no_grad;
   std::vector<Tensor> grads;
   bool any_double = false;

@@ -172,11 +172,20 @@ void GradScaler::load_state_dict(const std::map<std::string, double>& s) {
                  k == "growth_tracker" || k == "overflows_in_a_row" || k == "skipped_steps",
              "GradScaler::load_state_dict", "unexpected key '", k, "'");
   }
-  MT_CHECK(s.at("scale") > 0 && s.at("scale") <= kMaxFloat, "GradScaler::load_state_dict",
-           "scale must be positive and finite in float32, got ", s.at("scale"));
+  // The constructor's rules, each naming its key; NaN fails every comparison.
+  constexpr const char* op = "GradScaler::load_state_dict";
+  MT_CHECK(s.at("scale") > 0 && s.at("scale") <= kMaxFloat, op,
+           "key 'scale' must be positive and finite in float32, got ", s.at("scale"));
+  MT_CHECK(s.at("growth_factor") > 1 && std::isfinite(s.at("growth_factor")), op,
+           "key 'growth_factor' must be finite and > 1, got ", s.at("growth_factor"));
+  MT_CHECK(s.at("backoff_factor") > 0 && s.at("backoff_factor") < 1, op, "key 'backoff_factor' must be in (0, 1), got ",
+           s.at("backoff_factor"));
+  const double interval = s.at("growth_interval");
+  MT_CHECK(interval >= 1 && interval <= double(std::numeric_limits<int32_t>::max()) && interval == std::floor(interval),
+           op, "key 'growth_interval' must be a positive 32-bit integer, got ", interval);
   for (const char* k : {"growth_tracker", "overflows_in_a_row", "skipped_steps"})
-    MT_CHECK(s.at(k) >= 0 && s.at(k) <= double(std::numeric_limits<int32_t>::max()), "GradScaler::load_state_dict", "'",
-             k, "' must be a non-negative 32-bit count, got ", s.at(k));
+    MT_CHECK(s.at(k) >= 0 && s.at(k) <= double(std::numeric_limits<int32_t>::max()) && s.at(k) == std::floor(s.at(k)),
+             op, "key '", k, "' must be a non-negative 32-bit integer count, got ", s.at(k));
   NoGradGuard no_grad;
   const Device home = scale_.device();
   scale_ = full({1}, s.at("scale"), {.dtype = DType::Float32, .device = home});

@@ -36,6 +36,8 @@ void LRScheduler::step() {
 void LRScheduler::visit_int(const Visitor& f, const std::string& key, int64_t& value) {
   double d = double(value);
   f(key, d);
+  // A loaded value: converting a non-integer or out-of-range double would be undefined.
+  MT_CHECK(d == std::floor(d) && std::fabs(d) < 9.0e15, "LRScheduler", "key '", key, "' must be an integer, got ", d);
   value = int64_t(d);
 }
 
@@ -67,6 +69,11 @@ void LRScheduler::load_state_dict(const StateDict& dict) {
   for (size_t g = 0; g < n; ++g) {
     base[g] = get("base_lrs." + std::to_string(g));
     last[g] = get("last_lr." + std::to_string(g));
+    // A learning rate the optimizers would reject (they need lr >= 0) must not load.
+    MT_CHECK(std::isfinite(base[g]) && base[g] >= 0, op, "key 'base_lrs.", g,
+             "' must be a finite non-negative learning rate, got ", base[g]);
+    MT_CHECK(std::isfinite(last[g]) && last[g] >= 0, op, "key 'last_lr.", g,
+             "' must be a finite non-negative learning rate, got ", last[g]);
   }
   std::map<std::string, double> own;
   visit_state([&](const std::string& key, double&) {
@@ -84,14 +91,18 @@ void LRScheduler::load_state_dict(const StateDict& dict) {
 
   // Apply the scheduler's own settings, validate, and roll back if they are invalid.
   std::map<std::string, double> saved;
-  visit_state([&](const std::string& key, double& v) {
-    saved[key] = v;
-    v = own.at(key);
-  });
   try {
+    visit_state([&](const std::string& key, double& v) {
+      saved[key] = v;
+      v = own.at(key);
+    });
     check_state();
   } catch (const Error& e) {
-    visit_state([&](const std::string& key, double& v) { v = saved.at(key); });
+    // Restores the settings visited before the failure (an integer key may reject its value).
+    visit_state([&](const std::string& key, double& v) {
+      auto it = saved.find(key);
+      if (it != saved.end()) v = it->second;
+    });
     MT_FAIL(op, e.what());
   }
   last_epoch_ = int64_t(epoch);

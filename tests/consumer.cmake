@@ -6,6 +6,10 @@ set(_consumer_args
   -DSOURCE_DIR=${CMAKE_CURRENT_SOURCE_DIR}/consumer
   -DBUILD_TYPE=${CMAKE_BUILD_TYPE}
   -DCXX_COMPILER=${CMAKE_CXX_COMPILER}
+  # The build's own flags (a sanitizer build's -fsanitize=...) must reach the consumer too,
+  # or it cannot link against the instrumented library.
+  "-DCXX_FLAGS=${CMAKE_CXX_FLAGS}"
+  "-DEXE_LINKER_FLAGS=${CMAKE_EXE_LINKER_FLAGS}"
   -DMANTISSA_CUDA=${MANTISSA_CUDA})
 # Paths of this machine that the installed config files must not name.
 set(_forbidden "${PROJECT_SOURCE_DIR}|${PROJECT_BINARY_DIR}")

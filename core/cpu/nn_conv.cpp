@@ -148,7 +148,9 @@ void for_each_sample(int64_t N, int64_t work_per_sample, F&& body) {
 #else
       const int tid = 0;
 #endif
-#pragma omp for schedule(dynamic, 1)
+// Static: each thread gets a fixed block of samples, so the per-thread weight-gradient
+// sums (added in thread order) are the same on every run: deterministic training.
+#pragma omp for schedule(static)
       for (int64_t n = 0; n < N; ++n) body(n, s, tid);
     }
   } else {

@@ -2,6 +2,8 @@
 // Statistics are two-pass (mean, then centred squares) in the accumulation type, with
 // per-row/per-channel partial sums added in double so long reductions stay accurate.
 #include <cmath>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "core/cpu/loops.h"
@@ -84,6 +86,9 @@ void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
     A* GB = opt_data<A>(gb);
     if (GW) std::fill(GW, GW + n, A(0));
     if (GB) std::fill(GB, GB + n, A(0));
+    // Each chunk's column sums, keyed by its first row and added in row order afterwards:
+    // the result does not depend on which thread finishes first (deterministic training).
+    std::map<int64_t, std::pair<std::vector<A>, std::vector<A>>> partials;
     parallel_for(0, M, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)), [&](int64_t s, int64_t e) {
       // Column sums of this chunk of rows, merged once at the end; rows go through
       // branch-free loops over [n] buffers so they vectorize.
@@ -120,11 +125,12 @@ void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
         for (int64_t i = 0; i < n; ++i) gxr[i] = cast_to<T>(math::norm_backward(gp[i], xh[i], rs, mg, mgx));
       }
 #pragma omp critical(mantissa_layer_norm_backward)
-      {
-        for (int64_t i = 0; GW && i < n; ++i) GW[i] += pw[size_t(i)];
-        for (int64_t i = 0; GB && i < n; ++i) GB[i] += pb[size_t(i)];
-      }
+      partials.emplace(s, std::make_pair(std::move(pw), std::move(pb)));
     });
+    for (const auto& [first_row, part] : partials) {
+      for (int64_t i = 0; GW && i < n; ++i) GW[i] += part.first[size_t(i)];
+      for (int64_t i = 0; GB && i < n; ++i) GB[i] += part.second[size_t(i)];
+    }
   });
 }
 

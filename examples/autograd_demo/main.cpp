@@ -4,10 +4,12 @@
 
 #include <cmath>
 #include <cstdio>
+#include <iostream>
 
 namespace mt = mantissa;
 
-int main() {
+// The example itself; main() reports any exception instead of letting it abort.
+static int run() {
   mt::manual_seed(0);
   mt::Tensor x = mt::linspace(-3, 3, 256).reshape({256, 1});
   mt::Tensor y = mt::sin(x);
@@ -49,4 +51,13 @@ int main() {
       last < 0.01f && last < first && w1.grad().dtype() == mt::kFloat32 && std::isfinite(loss16.item<float>());
   std::printf("%s\n", ok ? "OK" : "FAILED");
   return ok ? 0 : 1;
+}
+
+int main() {
+  try {
+    return run();
+  } catch (const std::exception& e) {
+    std::cerr << "autograd_demo: " << e.what() << "\n";
+    return 1;
+  }
 }

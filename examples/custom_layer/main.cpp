@@ -43,7 +43,8 @@ struct ResidualBlock : nn::Module {
   mt::Tensor forward(const mt::Tensor& h) override { return h + drop(down(mt::silu(up(norm(h))))); }
 };
 
-int main() {
+// The example itself; main() reports any exception instead of letting it abort.
+static int run() {
   mt::manual_seed(0);
   nn::Sequential model(nn::Linear(3, 16), ResidualBlock(16, 32), ResidualBlock(16, 32), RMSNorm(16), nn::Linear(16, 1));
   std::cout << model << "\n\n";
@@ -74,4 +75,13 @@ int main() {
   // The state dict names every parameter and buffer, ready to save and load.
   std::cout << model.state_dict().size() << " state dict entries, e.g. '" << model.state_dict().keys()[2] << "'\n";
   return last < first * 0.5 ? 0 : 1;
+}
+
+int main() {
+  try {
+    return run();
+  } catch (const std::exception& e) {
+    std::cerr << "custom_layer: " << e.what() << "\n";
+    return 1;
+  }
 }

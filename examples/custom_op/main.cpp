@@ -34,7 +34,8 @@ struct Softplus : mt::autograd::Function<Softplus> {
   }
 };
 
-int main() {
+// The example itself; main() reports any exception instead of letting it abort.
+static int run() {
   // Declare the op's precision under autocast: softplus is exp/log heavy, so float32.
   mt::amp::register_cast_policy(Softplus::name, mt::amp::CastPolicy::Fp32);
 
@@ -58,4 +59,13 @@ int main() {
                                         {small}, {}, &why);
   std::printf("max |grad - sigmoid(2x)| = %.3g, gradcheck: %s\n", worst, ok ? "passed" : why.c_str());
   return ok && worst < 1e-12 ? 0 : 1;
+}
+
+int main() {
+  try {
+    return run();
+  } catch (const std::exception& e) {
+    std::cerr << "custom_op: " << e.what() << "\n";
+    return 1;
+  }
 }

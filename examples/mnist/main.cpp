@@ -123,8 +123,24 @@ int main(int argc, char** argv) {
 
     int start_epoch = 0;
     if (!resume_path.empty()) {
-      start_epoch = int(mt::optim::load_checkpoint(resume_path, parts).epoch);
+      const int64_t saved_epoch = mt::optim::load_checkpoint(resume_path, parts).epoch;
+      if (saved_epoch >= epochs) {
+        std::cerr << "mnist: '" << resume_path << "' was saved after epoch " << saved_epoch << ", and --epochs is "
+                  << epochs << ": nothing left to train (pass --epochs above " << saved_epoch << ")\n";
+        return 2;
+      }
+      start_epoch = int(saved_epoch);
       std::printf("resumed from %s at epoch %d\n", resume_path.c_str(), start_epoch);
+      // The checkpoint restored the schedule of the run that saved it. If --epochs differs,
+      // stretch the cosine to the new end (from the current step on) rather than finishing
+      // the old one early and training the extra epochs at the minimum learning rate.
+      mt::optim::StateDict sd = sched.state_dict();
+      if (int64_t(sd.scalars.at("total_steps")) != total_steps) {
+        std::printf("the checkpoint's schedule spans %lld steps; --epochs %d extends it to %lld\n",
+                    (long long)sd.scalars.at("total_steps"), epochs, (long long)total_steps);
+        sd.scalars["total_steps"] = double(std::max(total_steps, int64_t(sd.scalars.at("warmup_steps"))));
+        sched.load_state_dict(sd);
+      }
       train_loader.set_state({seed, start_epoch, 0});
     }
     std::cout << *net << "\nparameters: " << net->num_parameters() << "  amp: " << amp_name
@@ -175,6 +191,9 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const mt::Error& e) {
     std::cerr << "mnist: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {  // not a user mistake: still reported, never a crash
+    std::cerr << "mnist: internal error: " << e.what() << "\n";
     return 1;
   }
 }

@@ -1,5 +1,6 @@
 # cmake -DMODE=install|subdirectory -DSOURCE_DIR=... -DWORK_DIR=... [-DMANTISSA_BUILD_DIR=...]
-#       [-DMANTISSA_SOURCE_DIR=...] -DBUILD_TYPE=... -DCXX_COMPILER=... -DMANTISSA_CUDA=... -P run.cmake
+#       [-DMANTISSA_SOURCE_DIR=...] -DBUILD_TYPE=... -DCXX_COMPILER=... [-DCXX_FLAGS=...]
+#       [-DEXE_LINKER_FLAGS=...] -DMANTISSA_CUDA=... -P run.cmake
 # Installs (MODE=install) or points at the sources (MODE=subdirectory), then configures,
 # builds and runs the consumer; any failing step fails the test with its output.
 cmake_minimum_required(VERSION 3.24)
@@ -12,7 +13,8 @@ function(step what)
 endfunction()
 
 file(REMOVE_RECURSE ${WORK_DIR})
-set(configure_args -DCMAKE_BUILD_TYPE=${BUILD_TYPE} -DCMAKE_CXX_COMPILER=${CXX_COMPILER})
+set(configure_args -DCMAKE_BUILD_TYPE=${BUILD_TYPE} -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
+                   "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${EXE_LINKER_FLAGS}")
 if(MODE STREQUAL "install")
   step("cmake --install" ${CMAKE_COMMAND} --install ${MANTISSA_BUILD_DIR} --prefix ${WORK_DIR}/prefix)
   list(APPEND configure_args -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix)
