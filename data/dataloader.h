@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/sampler.h"
 
 namespace mantissa::data {
 
@@ -48,6 +49,9 @@ struct DataLoaderOptions {
   // With a GPU device: stage batches in page-locked memory (Tensor::pin_memory) so the
   // upload is an asynchronous DMA.
   bool pin_memory = true;
+  // Chooses the examples of each epoch and their order (e.g. DistributedSampler: this
+  // rank's shard); when set, `shuffle` must be false and `seed` is not used.
+  std::shared_ptr<const Sampler> sampler = {};
 };
 
 // What a checkpoint needs to resume a loader: the seed, the current epoch, and
