@@ -242,8 +242,9 @@ void DistributedDataParallel::finish_backward() {
       stats_.wait_seconds += seconds_since(t0);
     }
     const auto t0 = Clock::now();
-    // The sum in a dtype that holds it without rounding again: fp32 for 16-bit transport.
+    // Average in the gradient's dtype (fp32 for 16-bit transport): no further 16-bit rounding.
     Tensor sum = b.gather_sum ? b.gathered.to(DType::Float32).sum({0}) : b.buffer;
+    if (sum.dtype() != b.grad_dtype) sum = sum.to(b.grad_dtype);
     sum = sum * inv_world;
     const Tensor flag = sink ? sink->flag_for(b.device) : Tensor();
     for (size_t j = 0; j < b.params.size(); ++j) {
