@@ -12,9 +12,9 @@ namespace mantissa::cuda::nccl {
 
 namespace {
 
-#define MT_NCCL_CHECK(op, expr)                                                          \
-  do {                                                                                   \
-    ncclResult_t mt_nccl_res_ = (expr);                                                  \
+#define MT_NCCL_CHECK(op, expr)                                                                  \
+  do {                                                                                           \
+    ncclResult_t mt_nccl_res_ = (expr);                                                          \
     if (mt_nccl_res_ != ncclSuccess) MT_FAIL(op, #expr, ": ", ncclGetErrorString(mt_nccl_res_)); \
   } while (0)
 
@@ -22,22 +22,33 @@ static_assert(sizeof(ncclUniqueId) == kUniqueIdBytes);
 
 ncclDataType_t nccl_dtype(DType t, const char* op) {
   switch (t) {
-    case DType::Float32: return ncclFloat32;
-    case DType::Float64: return ncclFloat64;
-    case DType::Float16: return ncclFloat16;
-    case DType::BFloat16: return ncclBfloat16;
-    case DType::Int64: return ncclInt64;
-    case DType::Int32: return ncclInt32;
-    case DType::UInt8: return ncclUint8;
-    default: MT_FAIL(op, "dtype ", dtype_name(t), " is not supported by NCCL");
+    case DType::Float32:
+      return ncclFloat32;
+    case DType::Float64:
+      return ncclFloat64;
+    case DType::Float16:
+      return ncclFloat16;
+    case DType::BFloat16:
+      return ncclBfloat16;
+    case DType::Int64:
+      return ncclInt64;
+    case DType::Int32:
+      return ncclInt32;
+    case DType::UInt8:
+      return ncclUint8;
+    default:
+      MT_FAIL(op, "dtype ", dtype_name(t), " is not supported by NCCL");
   }
 }
 
 ncclRedOp_t nccl_op(Op op) {
   switch (op) {
-    case Op::Max: return ncclMax;
-    case Op::Min: return ncclMin;
-    default: return ncclSum;
+    case Op::Max:
+      return ncclMax;
+    case Op::Min:
+      return ncclMin;
+    default:
+      return ncclSum;
   }
 }
 
@@ -56,8 +67,8 @@ std::string unique_id() {
 }
 
 std::unique_ptr<Comm> Comm::create(const std::string& id, int rank, int world_size, int device) {
-  MT_CHECK(id.size() == kUniqueIdBytes, "nccl::Comm::create", "the unique id must be ", kUniqueIdBytes,
-           " bytes, got ", id.size());
+  MT_CHECK(id.size() == kUniqueIdBytes, "nccl::Comm::create", "the unique id must be ", kUniqueIdBytes, " bytes, got ",
+           id.size());
   check_device_index(device, "nccl::Comm::create");
   ncclUniqueId uid;
   std::memcpy(uid.internal, id.data(), sizeof(uid.internal));
@@ -96,9 +107,9 @@ void Comm::all_gather(const Tensor& in, const Tensor& out) {
   MT_CHECK(in.dtype() == out.dtype(), "nccl::all_gather", "input dtype ", dtype_name(in.dtype()),
            " differs from output dtype ", dtype_name(out.dtype()));
   DeviceGuard guard(device_);
-  MT_NCCL_CHECK("nccl::all_gather",
-                ncclAllGather(in.raw_data(), out.raw_data(), size_t(in.numel()), nccl_dtype(in.dtype(), "nccl::all_gather"),
-                              static_cast<ncclComm_t>(comm_), current_stream(device_)));
+  MT_NCCL_CHECK("nccl::all_gather", ncclAllGather(in.raw_data(), out.raw_data(), size_t(in.numel()),
+                                                  nccl_dtype(in.dtype(), "nccl::all_gather"),
+                                                  static_cast<ncclComm_t>(comm_), current_stream(device_)));
 }
 
 }  // namespace mantissa::cuda::nccl

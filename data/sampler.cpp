@@ -38,7 +38,8 @@ std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch) 
   return order;
 }
 
-DistributedSampler::DistributedSampler(int64_t dataset_size, int rank, int world_size, DistributedSamplerOptions options)
+DistributedSampler::DistributedSampler(int64_t dataset_size, int rank, int world_size,
+                                       DistributedSamplerOptions options)
     : n_(dataset_size), rank_(rank), world_(world_size), options_(options) {
   MT_CHECK(world_size >= 1, "DistributedSampler", "world_size must be >= 1, got ", world_size);
   MT_CHECK(rank >= 0 && rank < world_size, "DistributedSampler", "rank ", rank, " is not in [0, ", world_size, ")");
@@ -50,8 +51,10 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int rank, int world
 
 std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
   std::vector<int64_t> order(static_cast<size_t>(n_));
-  if (options_.shuffle) order = epoch_permutation(n_, options_.seed, epoch);
-  else std::iota(order.begin(), order.end(), int64_t(0));
+  if (options_.shuffle)
+    order = epoch_permutation(n_, options_.seed, epoch);
+  else
+    std::iota(order.begin(), order.end(), int64_t(0));
   const int64_t total = per_rank_ * world_;
   // Pad by cycling through the order (several times if n < world).
   for (int64_t i = n_; i < total; ++i) order.push_back(order[size_t(i % n_)]);

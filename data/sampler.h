@@ -27,8 +27,8 @@ std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch);
 
 struct DistributedSamplerOptions {
   bool shuffle = true;
-  uint64_t seed = 0;        // must be the same on every rank
-  bool drop_last = false;   // false: pad with examples from the start so every rank gets as many
+  uint64_t seed = 0;       // must be the same on every rank
+  bool drop_last = false;  // false: pad with examples from the start so every rank gets as many
 };
 
 // Rank r of `world` takes positions r, r + world, r + 2 world, ... of the epoch's order

@@ -22,8 +22,8 @@ void save_checkpoint(const std::string& path, const optim::Checkpoint& parts, co
   Tensor msg = zeros({n}, {.dtype = DType::UInt8});
   if (rank() == 0) std::copy(error.begin(), error.end(), msg.data_ptr<char>());
   broadcast(msg, 0);
-  MT_FAIL("dist::save_checkpoint", "rank 0 could not write '", path, "': ",
-          std::string(msg.data_ptr<char>(), size_t(n)));
+  MT_FAIL("dist::save_checkpoint", "rank 0 could not write '", path,
+          "': ", std::string(msg.data_ptr<char>(), size_t(n)));
 }
 
 }  // namespace mantissa::dist

@@ -214,8 +214,10 @@ void DistributedDataParallel::launch(Bucket& b) {
     const Tensor& p = params_[b.params[j]];
     Tensor slot = b.buffer.narrow(0, b.offsets[j], p.numel());
     const Tensor g = p.grad();
-    if (g.defined()) slot.copy_(g.reshape({p.numel()}));
-    else slot.zero_();
+    if (g.defined())
+      slot.copy_(g.reshape({p.numel()}));
+    else
+      slot.zero_();
   }
   stats_.pack_seconds += seconds_since(t0);
   dist::Communicator& comm = dist::communicator(b.device);

@@ -48,11 +48,11 @@ struct DistributedDataParallelOptions {
 
 // Communication counters since construction (read them for logging).
 struct DistributedDataParallelStats {
-  int64_t reductions = 0;      // backward passes whose gradients were reduced
-  int64_t buckets = 0;         // bucket collectives started
-  double bytes = 0;            // bytes sent into collectives (this rank's buffers)
-  double wait_seconds = 0;     // time backward's end spent waiting for collectives to finish
-  double pack_seconds = 0;     // time spent copying gradients into and out of buckets
+  int64_t reductions = 0;   // backward passes whose gradients were reduced
+  int64_t buckets = 0;      // bucket collectives started
+  double bytes = 0;         // bytes sent into collectives (this rank's buffers)
+  double wait_seconds = 0;  // time backward's end spent waiting for collectives to finish
+  double pack_seconds = 0;  // time spent copying gradients into and out of buckets
 };
 
 class DistributedDataParallel : public Module {

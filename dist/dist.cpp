@@ -35,8 +35,8 @@ double timeout_from(const InitOptions& o) {
   if (const char* env = std::getenv("MANTISSA_DIST_TIMEOUT")) {
     char* end = nullptr;
     const double v = std::strtod(env, &end);
-    MT_CHECK(end != env && *end == '\0' && v > 0, "dist::init", "MANTISSA_DIST_TIMEOUT must be a positive number of seconds, got '",
-             env, "'");
+    MT_CHECK(end != env && *end == '\0' && v > 0, "dist::init",
+             "MANTISSA_DIST_TIMEOUT must be a positive number of seconds, got '", env, "'");
     return v;
   }
   return 300;
@@ -49,8 +49,8 @@ void check_env(const char* name, int mpi_value) {
   char* end = nullptr;
   const long v = std::strtol(env, &end, 10);
   MT_CHECK(*end == '\0', "dist::init", name, "='", env, "' is not an integer");
-  MT_CHECK(v == mpi_value, "dist::init", "mismatched ", name, ": the environment says ", env, " but MPI says ", mpi_value,
-           " (start every process with the same mpirun -np, or unset ", name, ")");
+  MT_CHECK(v == mpi_value, "dist::init", "mismatched ", name, ": the environment says ", env, " but MPI says ",
+           mpi_value, " (start every process with the same mpirun -np, or unset ", name, ")");
 }
 
 void finalize_at_exit() { finalize(); }

@@ -31,33 +31,43 @@ void check_mpi(int rc, const char* op, const char* call) {
 
 MPI_Datatype mpi_dtype(DType t) {
   switch (t) {
-    case DType::Float32: return MPI_FLOAT;
-    case DType::Float64: return MPI_DOUBLE;
+    case DType::Float32:
+      return MPI_FLOAT;
+    case DType::Float64:
+      return MPI_DOUBLE;
     case DType::Float16:
-    case DType::BFloat16: return MPI_UINT16_T;  // moved as bits; never summed as such
-    case DType::Int64: return MPI_INT64_T;
-    case DType::Int32: return MPI_INT32_T;
+    case DType::BFloat16:
+      return MPI_UINT16_T;  // moved as bits; never summed as such
+    case DType::Int64:
+      return MPI_INT64_T;
+    case DType::Int32:
+      return MPI_INT32_T;
     case DType::UInt8:
-    case DType::Bool: return MPI_UINT8_T;
+    case DType::Bool:
+      return MPI_UINT8_T;
   }
   return MPI_DATATYPE_NULL;
 }
 
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Max: return MPI_MAX;
-    case ReduceOp::Min: return MPI_MIN;
-    default: return MPI_SUM;
+    case ReduceOp::Max:
+      return MPI_MAX;
+    case ReduceOp::Min:
+      return MPI_MIN;
+    default:
+      return MPI_SUM;
   }
 }
 
 void check_cpu_contiguous(const Tensor& t, const char* op) {
   MT_CHECK(t.defined(), op, "undefined tensor");
-  MT_CHECK(t.numel() <= std::numeric_limits<int>::max(), op, "tensors of more than 2^31 - 1 elements are not supported, got ",
-           t.shape_str());
+  MT_CHECK(t.numel() <= std::numeric_limits<int>::max(), op,
+           "tensors of more than 2^31 - 1 elements are not supported, got ", t.shape_str());
   MT_CHECK(t.device().is_cpu(), op, "the MPI communicator takes CPU tensors, got one on ", t.device().str(),
            " (use the NCCL communicator for CUDA tensors)");
-  MT_CHECK(t.is_contiguous(), op, "expected a contiguous tensor, got shape ", t.shape_str(), " with non-contiguous strides");
+  MT_CHECK(t.is_contiguous(), op, "expected a contiguous tensor, got shape ", t.shape_str(),
+           " with non-contiguous strides");
 }
 
 class MpiWork final : public Work {
@@ -117,9 +127,12 @@ std::string describe(const char* op, const Tensor& t) {
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
-    default: return "sum";
+    case ReduceOp::Max:
+      return "max";
+    case ReduceOp::Min:
+      return "min";
+    default:
+      return "sum";
   }
 }
 

@@ -9,9 +9,12 @@ namespace mantissa::dist {
 namespace {
 cuda::nccl::Op nccl_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Max: return cuda::nccl::Op::Max;
-    case ReduceOp::Min: return cuda::nccl::Op::Min;
-    default: return cuda::nccl::Op::Sum;
+    case ReduceOp::Max:
+      return cuda::nccl::Op::Max;
+    case ReduceOp::Min:
+      return cuda::nccl::Op::Min;
+    default:
+      return cuda::nccl::Op::Sum;
   }
 }
 }  // namespace

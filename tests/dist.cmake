@@ -14,8 +14,10 @@ target_link_libraries(dist_failures PRIVATE mantissa::dist)
 target_compile_options(dist_failures PRIVATE -Wall -Wextra)
 
 # OpenMP threads: one per rank, so two ranks do not fight over two cores. A collective
-# that one rank never joins fails after 60 s instead of hanging the test run.
-set(_dist_env OMP_NUM_THREADS=1 MANTISSA_DIST_TIMEOUT=60)
+# that one rank never joins fails after 60 s instead of hanging the test run. Containers
+# often forbid the cross-process memory attach (ptrace) of Open MPI's shared-memory
+# transport: copy through the shared segment instead.
+set(_dist_env OMP_NUM_THREADS=1 MANTISSA_DIST_TIMEOUT=60 OMPI_MCA_btl_vader_single_copy_mechanism=none)
 add_test(NAME dist.mpi_np2 COMMAND ${MANTISSA_MPIRUN} -np 2 $<TARGET_FILE:test_dist>)
 set_tests_properties(dist.mpi_np2 PROPERTIES TIMEOUT 180 ENVIRONMENT "${_dist_env}" PROCESSORS 2)
 # NCCL, one GPU per rank: skipped (on every rank) without two GPUs; tools/dist-gpu-check.sh.

@@ -12,7 +12,8 @@ namespace ag = mantissa::autograd;
 TEST(PostAccumulateHook, SeesTheAccumulatedGradientOncePerBackward) {
   mt::Tensor w = mt::from_vector<float>({1, 2}, {2}).requires_grad_();
   std::vector<std::vector<float>> seen;
-  ag::register_post_accumulate_grad_hook(w, [&](const mt::Tensor& leaf) { seen.push_back(leaf.grad().to_vector<float>()); });
+  ag::register_post_accumulate_grad_hook(
+      w, [&](const mt::Tensor& leaf) { seen.push_back(leaf.grad().to_vector<float>()); });
   // w is used twice: the engine sums both uses before accumulating, so the hook runs once.
   ((w * 3.0f).sum() + (w * w).sum()).backward();
   ASSERT_EQ(seen.size(), 1u);

@@ -46,7 +46,8 @@ TEST(DistributedSampler, UnshuffledIsStrided) {
 }
 
 TEST(DistributedSampler, ShufflesPerEpochWithTheSharedSeed) {
-  auto e0 = shards(100, 2, {.seed = 9}, 0), e0_again = shards(100, 2, {.seed = 9}, 0), e1 = shards(100, 2, {.seed = 9}, 1);
+  auto e0 = shards(100, 2, {.seed = 9}, 0), e0_again = shards(100, 2, {.seed = 9}, 0),
+       e1 = shards(100, 2, {.seed = 9}, 1);
   EXPECT_EQ(e0, e0_again);  // a function of (seed, epoch) only
   EXPECT_NE(e0[0], e1[0]);
   EXPECT_NE(e0, shards(100, 2, {.seed = 10}, 0));

@@ -138,9 +138,9 @@ int main(int argc, char** argv) {
       if (lead) std::printf("resumed from %s at epoch %d\n", resume_path.c_str(), start_epoch);
       train_loader.set_state({seed, start_epoch, 0});
     }
- if (lead)
+    if (lead)
       std::cout << *net << "\nparameters: " << net->num_parameters() << "  amp: " << amp_name
-              << "  device: " << device.str() << "\n";
+                << "  device: " << device.str() << "\n";
 
     Eval last;
     double total_train_s = 0;

@@ -31,8 +31,8 @@ class Parallel {
   // This rank's shard of the training set, reshuffled each epoch (null: the loader shuffles).
   std::shared_ptr<const mantissa::data::Sampler> sampler(int64_t n, uint64_t seed) const {
     if (!on_) return nullptr;
-    return std::make_shared<mantissa::data::DistributedSampler>(n, rank, world,
-                                                                mantissa::data::DistributedSamplerOptions{.seed = seed});
+    return std::make_shared<mantissa::data::DistributedSampler>(
+        n, rank, world, mantissa::data::DistributedSamplerOptions{.seed = seed});
   }
 
   // The model to call forward on: `net` itself, or net wrapped in DistributedDataParallel.
@@ -46,7 +46,8 @@ class Parallel {
     return net;
   }
 
-  void save(const std::string& path, const mantissa::optim::Checkpoint& parts, const mantissa::optim::CheckpointInfo& info) {
+  void save(const std::string& path, const mantissa::optim::Checkpoint& parts,
+            const mantissa::optim::CheckpointInfo& info) {
 #ifdef MANTISSA_EXAMPLE_DIST
     if (on_) return mantissa::dist::save_checkpoint(path, parts, info);  // rank 0 writes
 #endif

@@ -3,12 +3,12 @@
 //   die       rank 1 exits abruptly while rank 0 waits in an all-reduce
 //   hang      rank 1 stops participating; rank 0's collective times out (2 s)
 //   init      run with a WORLD_SIZE that contradicts mpirun's
+#include <mantissa.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <iostream>
-#include <mantissa.h>
 #include <string>
 #include <thread>
 

@@ -4,11 +4,11 @@
 // errors and rank-0 checkpoints. Every rank runs every test; a collective that one rank
 // skips makes the other time out (MANTISSA_DIST_TIMEOUT) instead of hanging.
 #include <gtest/gtest.h>
+#include <mantissa.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
-#include <mantissa.h>
 
 #include "dist/checkpoint.h"
 #include "dist/dist.h"

@@ -2,9 +2,9 @@
 // tools/dist-gpu-check.sh). Every test skips, on every rank alike, where there are fewer
 // GPUs than ranks or no NCCL.
 #include <gtest/gtest.h>
+#include <mantissa.h>
 
 #include <cmath>
-#include <mantissa.h>
 
 #include "cuda/nccl.h"
 #include "dist/dist.h"
@@ -14,11 +14,11 @@ namespace nn = mantissa::nn;
 namespace F = mantissa::nn::functional;
 using mt::Tensor;
 
-#define REQUIRE_GPU_PER_RANK()                                                                      \
-  do {                                                                                              \
-    if (!mt::cuda::nccl::kAvailable || mt::cuda_device_count() < mt::dist::world_size())            \
+#define REQUIRE_GPU_PER_RANK()                                                                       \
+  do {                                                                                               \
+    if (!mt::cuda::nccl::kAvailable || mt::cuda_device_count() < mt::dist::world_size())             \
       GTEST_SKIP() << "needs NCCL and one GPU per rank (" << mt::cuda_device_count() << " GPUs for " \
-                   << mt::dist::world_size() << " ranks)";                                          \
+                   << mt::dist::world_size() << " ranks)";                                           \
   } while (0)
 
 namespace {
