@@ -19,6 +19,7 @@
 #include "data/cifar.h"
 #include "data/dataloader.h"
 #include "data/dataset.h"
+#include "data/sampler.h"
 #include "data/idx.h"
 #include "data/mnist.h"
 #include "data/tensor_dataset.h"

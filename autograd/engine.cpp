@@ -24,6 +24,8 @@ namespace {
 std::atomic<uint64_t> g_sequence{0};
 thread_local Node* t_current_node = nullptr;
 thread_local FoundInfSink* t_sink = nullptr;
+thread_local int t_backward_depth = 0;
+thread_local std::vector<std::function<void()>> t_callbacks;
 }  // namespace
 
 Node::Node() : sequence(g_sequence++) {}
@@ -44,6 +46,17 @@ Node::~Node() {
 }
 Node* current_node() { return t_current_node; }
 void set_found_inf_sink(FoundInfSink* sink) { t_sink = sink; }
+
+void register_post_accumulate_grad_hook(const Tensor& leaf, std::function<void(const Tensor&)> hook) {
+  MT_CHECK(leaf.requires_grad() && leaf.is_leaf(), "register_post_accumulate_grad_hook",
+           "expected a leaf tensor that requires grad, got shape ", leaf.shape_str());
+  meta(leaf).post_accumulate_hooks.push_back(std::move(hook));
+}
+
+void queue_callback(std::function<void()> callback) {
+  MT_CHECK(t_backward_depth > 0, "queue_callback", "can only be called while backward is running");
+  t_callbacks.push_back(std::move(callback));
+}
 FoundInfSink* found_inf_sink() { return t_sink; }
 
 AutogradMeta& meta(const Tensor& t) {
@@ -93,6 +106,7 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_in) {
   if (GradMode::is_enabled()) {  // create_graph: keep the gradient differentiable
     Tensor gc = g.dtype() == leaf.dtype() ? g : g.to(leaf.dtype());
     m.grad = m.grad.defined() ? m.grad + gc : gc;
+    for (auto& h : m.post_accumulate_hooks) h(leaf);
     return {};
   }
   // One fused pass: convert (fp16 -> fp32 for AMP masters), accumulate, check finiteness.
@@ -104,6 +118,7 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_in) {
   Tensor flag = t_sink ? t_sink->flag_for(leaf.device()) : Tensor();
   backend_for(leaf.device()).accumulate_grad(g, m.grad, init, flag);
   if (!init) m.grad.bump_version();
+  for (auto& h : m.post_accumulate_hooks) h(leaf);
   return {};
 }
 
@@ -157,6 +172,14 @@ Tensor SavedTensor::unpack() const {
 std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds,
                                  bool retain_graph, bool create_graph, const std::vector<Tensor>& inputs) {
   profiler::Range backward_range("backward");
+  // Callbacks queued by hooks run when the outermost backward finishes its graph; an
+  // exception drops them.
+  struct Depth {
+    Depth() { ++t_backward_depth; }
+    ~Depth() {
+      if (--t_backward_depth == 0) t_callbacks.clear();
+    }
+  } depth;
   // Seed each root.
   std::unordered_map<Node*, Tensor> buffer;
   std::vector<std::shared_ptr<Node>> root_nodes;
@@ -259,6 +282,14 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
       }
       if (--deps[nx] == 0 && queued.insert(nx).second) ready.push_back(node->next[i]);
     }
+  }
+  if (t_backward_depth == 1) {
+    // A callback may queue another (run in order until none is left).
+    for (size_t i = 0; i < t_callbacks.size(); ++i) {
+      std::function<void()> cb = std::move(t_callbacks[i]);
+      cb();
+    }
+    t_callbacks.clear();
   }
   return captured;
 }

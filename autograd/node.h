@@ -37,6 +37,8 @@ struct AutogradMeta {
   std::shared_ptr<Node> grad_fn;           // null for leaves
   std::weak_ptr<Node> grad_accumulator;    // leaves: the node that writes .grad
   std::vector<Hook> hooks;                 // leaves: gradient hooks
+  // leaves: called with the leaf once its .grad holds this backward pass's contribution
+  std::vector<std::function<void(const Tensor&)>> post_accumulate_hooks;
   bool is_view = false;                    // shares storage with the tensor it was viewed from
   // AMP dual copy: the cached fp16/bf16 working copy of an fp32 master parameter.
   Tensor working_copy;
@@ -108,6 +110,13 @@ Node* current_node();
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
                          bool create_graph = false, bool allow_unused = false);
+
+// Registers `hook(leaf)`, called after AccumulateGrad has added a backward pass's gradient
+// into leaf.grad (gradient bucketing for data parallelism reads .grad from here).
+void register_post_accumulate_grad_hook(const Tensor& leaf, std::function<void(const Tensor&)> hook);
+// Runs `callback` when the backward pass running on this thread finishes its graph (before
+// run_backward returns); outside backward it throws. Used to flush work started by hooks.
+void queue_callback(std::function<void()> callback);
 
 // Where AccumulateGrad raises the non-finite flag while it accumulates leaf gradients.
 // amp::GradScaler installs one for the duration of scaler.backward(), so the overflow

@@ -4,6 +4,7 @@
 # nvcc rejects the host-only flags that `mantissa` carries (-Wall, -march=native).
 set(MANTISSA_WITH_CUDA OFF)
 set(MANTISSA_WITH_CUDNN OFF)
+set(MANTISSA_WITH_NCCL OFF)
 if(NOT MANTISSA_CUDA STREQUAL "OFF")
   if(NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
@@ -18,7 +19,7 @@ if(NOT MANTISSA_CUDA STREQUAL "OFF")
 endif()
 
 # Plain-C++ headers of cuda/ (no CUDA includes; inline no-ops without CUDA) are public.
-install(FILES cuda/cuda_api.h cuda/profiler.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mantissa/cuda)
+install(FILES cuda/cuda_api.h cuda/profiler.h cuda/nccl.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mantissa/cuda)
 
 if(MANTISSA_WITH_CUDA)
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
@@ -68,6 +69,16 @@ if(MANTISSA_WITH_CUDA)
     message(STATUS "mantissa: cuDNN ${MantissaCuDNN_LIBRARY}")
   else()
     message(STATUS "mantissa: cuDNN not found (convolutions will use the fallback path)")
+  endif()
+  # NCCL (in the toolkit tree here): collectives for dist/, wrapped by cuda/nccl.cpp.
+  find_path(MANTISSA_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/include)
+  find_library(MANTISSA_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/lib/x86_64-linux-gnu)
+  if(MANTISSA_NCCL_INCLUDE_DIR AND MANTISSA_NCCL_LIBRARY)
+    set(MANTISSA_WITH_NCCL ON)
+    target_include_directories(mantissa PRIVATE ${MANTISSA_NCCL_INCLUDE_DIR})
+    target_link_libraries(mantissa PRIVATE ${MANTISSA_NCCL_LIBRARY})
+    target_compile_definitions(mantissa PUBLIC MANTISSA_WITH_NCCL)
+    message(STATUS "mantissa: NCCL ${MANTISSA_NCCL_LIBRARY}")
   endif()
   message(STATUS "mantissa: CUDA backend ON (architectures ${CMAKE_CUDA_ARCHITECTURES})")
 else()

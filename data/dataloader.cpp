@@ -21,32 +21,13 @@ namespace mantissa::data {
 
 namespace {
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-// Uniform in [0, n) without modulo bias; std::uniform_int_distribution is not
-// specified bit-for-bit, so it would give different orders on other standard libraries.
-uint64_t bounded(std::mt19937_64& e, uint64_t n) {
-  const uint64_t threshold = (0 - n) % n;  // 2^64 mod n: reject the short last bucket
-  for (;;) {
-    uint64_t r = e();
-    if (r >= threshold) return r % n;
-  }
-}
-
-// The visiting order of epoch `epoch`: a function of (seed, epoch) alone, so a resumed
-// run and an interrupted epoch never disturb later orders.
-std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t epoch) {
+// The visiting order of epoch `epoch`: a function of (seed, epoch) alone (or the sampler's
+// choice), so a resumed run and an interrupted epoch never disturb later orders.
+std::vector<int64_t> epoch_order(const DataLoaderOptions& o, int64_t n, int64_t epoch) {
+  if (o.sampler) return o.sampler->indices(epoch);
+  if (o.shuffle) return epoch_permutation(n, o.seed, epoch);
   std::vector<int64_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), int64_t(0));
-  if (shuffle && n > 1) {
-    std::mt19937_64 e(splitmix64(seed ^ splitmix64(uint64_t(epoch))));
-    for (int64_t i = n - 1; i > 0; --i) std::swap(order[size_t(i)], order[bounded(e, uint64_t(i + 1))]);
-  }
   return order;
 }
 
@@ -61,7 +42,7 @@ class DataLoader::Epoch {
         dataset_(owner->dataset_),
         options_(owner->options_),
         epoch_(owner->epoch_),
-        order_(epoch_order(dataset_->size(), options_.shuffle, options_.seed, epoch_)),
+        order_(epoch_order(options_, dataset_->size(), epoch_)),
         start_(start),
         next_(start),
         num_batches_(num_batches) {
@@ -260,6 +241,8 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   MT_CHECK(options_.device.is_cpu() || (options_.device.is_cuda() && options_.device.index < cuda_device_count()),
            "DataLoader", "device ", options_.device.str(), " is not available (", cuda_device_count(),
            " CUDA devices found)");
+  MT_CHECK(!(options_.sampler && options_.shuffle), "DataLoader",
+           "shuffle must be false when a sampler is given (the sampler decides the order)");
 }
 
 DataLoader::DataLoader(DataLoader&& o) noexcept
@@ -295,7 +278,7 @@ void DataLoader::stop_active() {
 }
 
 int64_t DataLoader::size() const {
-  const int64_t n = dataset_->size(), bs = options_.batch_size;
+  const int64_t n = options_.sampler ? options_.sampler->size() : dataset_->size(), bs = options_.batch_size;
   return options_.drop_last ? n / bs : (n + bs - 1) / bs;
 }
 

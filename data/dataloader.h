@@ -29,6 +29,7 @@
 
 #include "core/random.h"
 #include "data/dataset.h"
+#include "data/sampler.h"
 
 namespace mantissa::data {
 
@@ -53,6 +54,9 @@ struct DataLoaderOptions {
   // With a GPU device: stage batches in page-locked memory (Tensor::pin_memory) so the
   // upload is an asynchronous DMA.
   bool pin_memory = true;
+  // Chooses the examples of each epoch and their order (e.g. DistributedSampler: this
+  // rank's shard); when set, `shuffle` must be false and `seed` is not used.
+  std::shared_ptr<const Sampler> sampler = {};
 };
 
 // What a checkpoint needs to resume a loader: the seed, the current epoch, and
