@@ -15,6 +15,7 @@ packages=(
   libcli11-dev               # example argument parsing
   dataset-fashion-mnist      # default data: /usr/share/datasets/fashion-mnist
   clang-format               # tools/format checks
+  libdnnl-dev                # oneDNN 2.6: bf16/fp32 CPU matmul and convolution (optional: Eigen without it)
   "$@"
 )
 

@@ -11,6 +11,7 @@
 
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
+#include "core/cpu/onednn.h"
 
 namespace mantissa::cpu {
 
@@ -79,6 +80,7 @@ void narrow(const float* w, T* c, int64_t n) {
 }  // namespace
 
 void matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
+  if (onednn::matmul(a, b, Tensor(), out)) return;
   const int64_t B = out.size(0), M = out.size(1), N = out.size(2), K = a.size(2);
   dispatch_floating(a.dtype(), "matmul", [&]<typename T>() {
     const T* pa = static_cast<const T*>(a.raw_data());
