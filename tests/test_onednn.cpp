@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 #include <mantissa.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 
+#include "core/cpu/loops.h"
 #include "core/cpu/onednn.h"
 
 namespace mt = mantissa;
@@ -157,6 +159,31 @@ TEST_P(OneDnnDtype, Conv2dRunsOnOneDnnWhereEnabled) {
   const Tensor gb = mt::make_tensor({6}, dt, mt::Device::cpu());
   EXPECT_TRUE(onednn::conv2d_backward(y, x, w, gx, gw, gb, g));
   EXPECT_TRUE(onednn::conv2d_backward(y, x, w, Tensor(), Tensor(), gb, g));  // bias gradient alone
+}
+
+// The branch-free bf16 rounding of the blocked elementwise loops (core/cpu/loops.h) gives
+// Eigen's bits: ties to even, carries into the exponent, overflow to inf, NaN quieted.
+TEST(Bf16Rounding, MatchesEigenBitForBit) {
+  auto check = [](uint32_t u) {
+    const float f = std::bit_cast<float>(u);
+    const uint16_t want = std::bit_cast<uint16_t>(mt::BFloat16(f));
+    ASSERT_EQ(mt::cpu::bf16_bits_rne(f), want) << std::hex << "float bits 0x" << u;
+  };
+  for (uint64_t u = 0; u <= 0xFFFFFFFFu; u += 65521) check(uint32_t(u));  // a prime stride
+  for (uint32_t u : {0x00000000u, 0x80000000u, 0x3F808000u, 0x3F818000u, 0x3F80FFFFu, 0x7F7FFFFFu, 0x7F800000u,
+                     0xFF800000u, 0x7F800001u, 0xFFC00001u, 0x00000001u, 0x807FFFFFu, 0x4B7F8000u})
+    check(u);
+}
+
+// bf16 elementwise ops (blocked fp32 loops) equal the fp32 op rounded once to bf16.
+TEST(Bf16Elementwise, BlockedLoopsRoundOnce) {
+  mt::manual_seed(11);
+  const Tensor a = input({1000, 37}, mt::kBFloat16), b = input({1000, 37}, mt::kBFloat16);
+  const Tensor af = a.to(mt::kFloat32), bf = b.to(mt::kFloat32);
+  EXPECT_EQ(mt::relu(a).to_vector<float>(), mt::relu(af).to(mt::kBFloat16).to_vector<float>());
+  EXPECT_EQ((a + b).to_vector<float>(), (af + bf).to(mt::kBFloat16).to_vector<float>());
+  EXPECT_EQ((a * 0.375).to_vector<float>(), (af * 0.375).to(mt::kBFloat16).to_vector<float>());
+  EXPECT_EQ(af.to(mt::kBFloat16).to_vector<float>(), a.to_vector<float>());
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, OneDnnDtype, testing::Values(mt::kFloat32, mt::kBFloat16),

@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <array>
+#include <bit>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -20,49 +21,74 @@ namespace mantissa::cpu {
 template <typename T>
 using acc_t = std::conditional_t<
     std::is_same_v<T, double>, double,
-    std::conditional_t<std::is_same_v<T, float> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>,
-                       float, T>>;
+    std::conditional_t<std::is_same_v<T, float> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>>;
 
 template <typename To, typename From>
 inline To cast_to(From v) {
   if constexpr (std::is_same_v<To, From>) {
     return v;
   } else if constexpr (std::is_same_v<To, bool>) {
-    if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) return static_cast<float>(v) != 0.0f;
-    else return v != From(0);
+    if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>)
+      return static_cast<float>(v) != 0.0f;
+    else
+      return v != From(0);
   } else if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) {
     return cast_to<To>(static_cast<float>(v));
   } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
-    if constexpr (std::is_same_v<From, double>) return To(static_cast<double>(v));
-    else return To(static_cast<float>(v));
+    if constexpr (std::is_same_v<From, double>)
+      return To(static_cast<double>(v));
+    else
+      return To(static_cast<float>(v));
   } else {
     return static_cast<To>(v);
   }
+}
+
+// The bf16 bits of f rounded to nearest even (NaN: the quiet NaN of f's sign), as Eigen's
+// bfloat16(f) gives, without a branch, so loops over it vectorize.
+inline uint16_t bf16_bits_rne(float f) {
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t nan = (u & 0x80000000u) ? 0xFFC0u : 0x7FC0u;
+  return uint16_t((u & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded);
 }
 
 // Calls f.template operator()<T>() with T the C++ type of `t`.
 template <typename F>
 void dispatch_all(DType t, F&& f) {
   switch (t) {
-    case DType::Float32: return f.template operator()<float>();
-    case DType::Float64: return f.template operator()<double>();
-    case DType::Float16: return f.template operator()<Half>();
-    case DType::BFloat16: return f.template operator()<BFloat16>();
-    case DType::Int64: return f.template operator()<int64_t>();
-    case DType::Int32: return f.template operator()<int32_t>();
-    case DType::UInt8: return f.template operator()<uint8_t>();
-    case DType::Bool: return f.template operator()<bool>();
+    case DType::Float32:
+      return f.template operator()<float>();
+    case DType::Float64:
+      return f.template operator()<double>();
+    case DType::Float16:
+      return f.template operator()<Half>();
+    case DType::BFloat16:
+      return f.template operator()<BFloat16>();
+    case DType::Int64:
+      return f.template operator()<int64_t>();
+    case DType::Int32:
+      return f.template operator()<int32_t>();
+    case DType::UInt8:
+      return f.template operator()<uint8_t>();
+    case DType::Bool:
+      return f.template operator()<bool>();
   }
 }
 
 template <typename F>
 void dispatch_floating(DType t, const char* op, F&& f) {
   switch (t) {
-    case DType::Float32: return f.template operator()<float>();
-    case DType::Float64: return f.template operator()<double>();
-    case DType::Float16: return f.template operator()<Half>();
-    case DType::BFloat16: return f.template operator()<BFloat16>();
-    default: MT_FAIL(op, "expected a floating-point tensor, got ", dtype_name(t));
+    case DType::Float32:
+      return f.template operator()<float>();
+    case DType::Float64:
+      return f.template operator()<double>();
+    case DType::Float16:
+      return f.template operator()<Half>();
+    case DType::BFloat16:
+      return f.template operator()<BFloat16>();
+    default:
+      MT_FAIL(op, "expected a floating-point tensor, got ", dtype_name(t));
   }
 }
 

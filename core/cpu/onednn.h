@@ -18,8 +18,8 @@ enum class OpKind { Matmul, Conv };
 // Whether `op` in dtype `t` goes to oneDNN. MANTISSA_CPU_ISA (read once) decides:
 //   eigen   never (the Eigen path, as when oneDNN is not built in);
 //   onednn  every dtype oneDNN implements (fp32, bf16), whatever the CPU;
-//   auto    (unset) bf16 where the CPU has bf16 dot products (AVX512-BF16 or AMX: oneDNN
-//           picks at run time) and fp32 where oneDNN measured faster than Eigen (conv).
+//   auto    (unset) fp32, and bf16 where the CPU has bf16 dot products (AVX512-BF16 or AMX:
+//           oneDNN picks at run time); elsewhere bf16 stays on Eigen's widen-compute-round.
 // DNNL_MAX_CPU_ISA caps what oneDNN may use (and so what "auto" sees).
 bool use_onednn(OpKind op, DType t);
 
