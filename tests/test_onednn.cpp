@@ -9,6 +9,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "core/cpu/loops.h"
 #include "core/cpu/onednn.h"
@@ -184,6 +185,28 @@ TEST(Bf16Elementwise, BlockedLoopsRoundOnce) {
   EXPECT_EQ((a + b).to_vector<float>(), (af + bf).to(mt::kBFloat16).to_vector<float>());
   EXPECT_EQ((a * 0.375).to_vector<float>(), (af * 0.375).to(mt::kBFloat16).to_vector<float>());
   EXPECT_EQ(af.to(mt::kBFloat16).to_vector<float>(), a.to_vector<float>());
+}
+
+// The 2x2 / stride 2 max pool's masked loop (fp32 and bf16) picks the value and index the
+// general loop (float64 here) picks: first of equal values, NaN propagating, -inf windows.
+TEST(MaxPool2x2, MaskedLoopMatchesTheGeneralLoop) {
+  mt::manual_seed(13);
+  std::vector<float> v = mt::randn({2 * 3 * 8 * 9}).to(mt::kBFloat16).to_vector<float>();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (size_t i = 0; i < v.size(); i += 7) v[i] = v[i + 1];  // ties inside windows
+  v[20] = std::nanf("");
+  v[50] = v[51] = std::nanf("");
+  v[0] = v[1] = v[9] = v[10] = -inf;  // a whole window of -inf
+  for (mt::DType dt : {mt::kFloat32, mt::kBFloat16}) {
+    const Tensor x = mt::from_vector(v, {2, 3, 8, 9}, {.dtype = dt});
+    const auto got = F::max_pool2d_with_indices(x, 2);
+    const auto want = F::max_pool2d_with_indices(x.to(mt::kFloat64), 2);
+    EXPECT_EQ(got.indices.to_vector<int64_t>(), want.indices.to_vector<int64_t>()) << mt::dtype_name(dt);
+    const auto g = got.values.to_vector<double>(), w = want.values.to_vector<double>();
+    ASSERT_EQ(g.size(), w.size());
+    for (size_t i = 0; i < g.size(); ++i)
+      EXPECT_TRUE(g[i] == w[i] || (std::isnan(g[i]) && std::isnan(w[i]))) << mt::dtype_name(dt) << " " << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, OneDnnDtype, testing::Values(mt::kFloat32, mt::kBFloat16),
