@@ -96,8 +96,8 @@ def run_torch(args):
 def run_mantissa(args):
     names = "|".join(args.models)
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        subprocess.run([args.bench, f"--benchmark_filter=^({names})_(fp32|fp16|bf16)$",
-                        f"--benchmark_min_time={args.min_time}", f"--benchmark_out={f.name}",
+        subprocess.run([args.bench, f"--benchmark_filter=^({names})_(fp32|fp16|bf16)/",
+                        f"--benchmark_min_time={args.min_time}", "--benchmark_min_warmup_time=0.3", f"--benchmark_out={f.name}",
                         "--benchmark_out_format=json"], check=True, capture_output=True,
                        env=dict(os.environ, OMP_NUM_THREADS=str(args.threads)))
         doc = json.load(open(f.name))
