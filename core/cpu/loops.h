@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <array>
+#include <bit>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -38,6 +39,15 @@ inline To cast_to(From v) {
   } else {
     return static_cast<To>(v);
   }
+}
+
+// The bf16 bits of f rounded to nearest even (NaN: the quiet NaN of f's sign), as Eigen's
+// bfloat16(f) gives, without a branch, so loops over it vectorize.
+inline uint16_t bf16_bits_rne(float f) {
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t nan = (u & 0x80000000u) ? 0xFFC0u : 0x7FC0u;
+  return uint16_t((u & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded);
 }
 
 // Calls f.template operator()<T>() with T the C++ type of `t`.

@@ -12,6 +12,7 @@
 
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
+#include "core/cpu/onednn.h"
 
 namespace mantissa::cpu {
 
@@ -94,6 +95,7 @@ void narrow(const float* w, T* c, int64_t n) {
 }  // namespace
 
 void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
+  if (onednn::matmul(a, b, bias, out)) return;
   const int64_t B = out.size(0), M = out.size(1), N = out.size(2), K = a.size(2);
   if (out.numel() == 0) return;
   dispatch_floating(a.dtype(), "matmul", [&]<typename T>() {

@@ -20,6 +20,7 @@
 
 #include "core/cpu/loops.h"
 #include "core/cpu/nn_kernels.h"
+#include "core/cpu/onednn.h"
 #include "core/nn_math.h"
 
 namespace mantissa::cpu {
@@ -292,11 +293,13 @@ void sample_loop(const Conv2dGeometry& g, int64_t per_sample, F&& f) {
 }  // namespace
 
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, const Conv2dGeometry& g) {
+  if (onednn::conv2d_forward(x, w, bias, y, g)) return;
   dispatch_floating(x.dtype(), "conv2d", [&]<typename T>() { conv2d_forward_t<T>(x, w, bias, y, g); });
 }
 
 void conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& gx, const Tensor& gw,
                      const Tensor& gb, const Conv2dGeometry& g) {
+  if (onednn::conv2d_backward(gy, x, w, gx, gw, gb, g)) return;
   dispatch_floating(x.dtype(), "conv2d", [&]<typename T>() { conv2d_backward_t<T>(gy, x, w, gx, gw, gb, g); });
 }
 

@@ -1,0 +1,152 @@
+#include "core/cpu/onednn/context.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/allocator.h"
+#include "core/error.h"
+
+namespace mantissa::cpu::onednn {
+
+namespace {
+
+enum class Mode { Eigen, Auto, OneDnn };
+
+Mode mode() {
+  static const Mode m = [] {
+    const char* v = std::getenv("MANTISSA_CPU_ISA");
+    if (v == nullptr || *v == 0 || std::strcmp(v, "auto") == 0) return Mode::Auto;
+    if (std::strcmp(v, "eigen") == 0) return Mode::Eigen;
+    if (std::strcmp(v, "onednn") == 0) return Mode::OneDnn;
+    MT_FAIL("MANTISSA_CPU_ISA", "expected eigen, onednn or auto, got '", v, "'");
+  }();
+  return m;
+}
+
+const char* mode_name() {
+  switch (mode()) {
+    case Mode::Eigen:
+      return "eigen";
+    case Mode::OneDnn:
+      return "onednn";
+    case Mode::Auto:
+      break;
+  }
+  return "auto";
+}
+
+// oneDNN's ISA values are nested bit sets: an ISA includes every bit of those it extends.
+bool isa_at_least(dnnl::cpu_isa want) {
+  const auto have = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  return (have & static_cast<unsigned>(want)) == static_cast<unsigned>(want);
+}
+
+const char* isa_name() {
+  if (isa_at_least(dnnl::cpu_isa::avx512_core_amx)) return "avx512_core_amx";
+  if (isa_at_least(dnnl::cpu_isa::avx512_core_bf16)) return "avx512_core_bf16";
+  if (isa_at_least(dnnl::cpu_isa::avx512_core_vnni)) return "avx512_core_vnni";
+  if (isa_at_least(dnnl::cpu_isa::avx512_core)) return "avx512_core";
+  if (isa_at_least(dnnl::cpu_isa::avx2)) return "avx2";
+  return "sse41 or older";
+}
+
+}  // namespace
+
+bool use_onednn(OpKind op, DType t) {
+  switch (mode()) {
+    case Mode::Eigen:
+      return false;
+    case Mode::OneDnn:
+      return t == DType::Float32 || t == DType::BFloat16;
+    case Mode::Auto:
+      break;
+  }
+  // fp32: oneDNN's matmul and convolution beat Eigen's GEMM and our im2col (docs/cpu.md has
+  // the measurements). bf16 without bf16 dot products would be emulated: widening for Eigen
+  // is as fast there.
+  (void)op;
+  static const bool bf16_dots = isa_at_least(dnnl::cpu_isa::avx512_core_bf16);
+  if (t == DType::BFloat16) return bf16_dots;
+  return t == DType::Float32;
+}
+
+std::string describe() {
+  const dnnl_version_t* v = dnnl_version();
+  return detail::concat("oneDNN ", v->major, ".", v->minor, ".", v->patch, " (isa ", isa_name(),
+                        "), MANTISSA_CPU_ISA=", mode_name(), ": bf16 ",
+                        use_onednn(OpKind::Matmul, DType::BFloat16) ? "oneDNN" : "Eigen", ", fp32 matmul ",
+                        use_onednn(OpKind::Matmul, DType::Float32) ? "oneDNN" : "Eigen", ", fp32 conv ",
+                        use_onednn(OpKind::Conv, DType::Float32) ? "oneDNN" : "Eigen");
+}
+
+const dnnl::engine& engine() {
+  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+dnnl::stream& stream() {
+  thread_local dnnl::stream s(engine());
+  return s;
+}
+
+std::optional<memory::data_type> data_type(DType t) {
+  switch (t) {
+    case DType::Float32:
+      return memory::data_type::f32;
+    case DType::BFloat16:
+      return memory::data_type::bf16;
+    case DType::Float16:
+      return memory::data_type::f16;
+    default:
+      return std::nullopt;
+  }
+}
+
+Operand::Operand(const memory::desc& user_md, const memory::desc& prim_md, bool is_input)
+    : user(user_md), prim(prim_md) {
+  if (user == prim) return;
+  if (is_input)
+    to_prim.emplace(dnnl::reorder::primitive_desc(engine(), user, engine(), prim));
+  else
+    to_user.emplace(dnnl::reorder::primitive_desc(engine(), prim, engine(), user));
+}
+
+Call::~Call() {
+  Allocator* a = allocator_for(Device::cpu());
+  for (auto& [p, n] : owned_) a->deallocate(p, n);
+}
+
+void* Call::scratch(size_t nbytes) {
+  if (nbytes == 0) return nullptr;
+  void* p = allocator_for(Device::cpu())->allocate(nbytes);
+  owned_.emplace_back(p, nbytes);
+  return p;
+}
+
+memory Call::input(const Operand& o, const void* data) {
+  memory user(o.user, engine(), const_cast<void*>(data));
+  if (!o.to_prim) return user;
+  memory prim(o.prim, engine(), scratch(o.prim.get_size()));
+  o.to_prim->execute(stream(), user, prim);
+  return prim;
+}
+
+memory Call::output(const Operand& o, void* data) {
+  if (!o.to_user) return memory(o.user, engine(), data);
+  return memory(o.prim, engine(), scratch(o.prim.get_size()));
+}
+
+void Call::finish(const Operand& o, const memory& written, void* data) {
+  if (!o.to_user) return;
+  memory user(o.user, engine(), data);
+  o.to_user->execute(stream(), const_cast<memory&>(written), user);
+}
+
+void Call::execute(const dnnl::primitive& p, const memory::desc& scratch_md) {
+  if (scratch_md.get_size() > 0)
+    args_.insert_or_assign(DNNL_ARG_SCRATCHPAD, memory(scratch_md, engine(), scratch(scratch_md.get_size())));
+  p.execute(stream(), args_);
+  args_.clear();
+}
+
+}  // namespace mantissa::cpu::onednn

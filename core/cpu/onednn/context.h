@@ -1,0 +1,82 @@
+// Shared plumbing of the oneDNN kernels: the engine and stream, dtype mapping, per-shape
+// primitive caches and the per-call buffers (reordered operands, scratchpads) taken from
+// Mantissa's caching CPU allocator.
+#pragma once
+#include <dnnl.hpp>
+#include <map>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "core/cpu/onednn.h"
+
+namespace mantissa::cpu::onednn {
+
+using dnnl::memory;
+using Dims = memory::dims;
+
+const dnnl::engine& engine();
+dnnl::stream& stream();  // one per thread (streams are not thread-safe)
+
+// oneDNN's data type for a Mantissa dtype it can run; nullopt for the others.
+std::optional<memory::data_type> data_type(DType t);
+
+// Every primitive of a kernel is created once per shape key and kept, in a per-thread map
+// (no lock on the hot path; calls come from the thread that runs the graph). A key whose
+// primitive oneDNN cannot create is remembered as unsupported, so the fallback costs a lookup.
+template <typename Entry>
+class Cache {
+ public:
+  // The entry for `key`, made by make() on first use; null when make() threw dnnl::error.
+  template <typename Make>
+  const Entry* get(const std::vector<int64_t>& key, Make&& make) {
+    auto it = map_.find(key);
+    if (it == map_.end()) {
+      std::optional<Entry> e;
+      try {
+        e.emplace(make());
+      } catch (const dnnl::error&) {
+        e.reset();
+      }
+      it = map_.emplace(key, std::move(e)).first;
+    }
+    return it->second ? &*it->second : nullptr;
+  }
+
+ private:
+  std::map<std::vector<int64_t>, std::optional<Entry>> map_;
+};
+
+// One operand of a primitive: its plain (user) layout and the one the primitive chose; when
+// they differ, the reorder between them is created with the entry.
+struct Operand {
+  memory::desc user, prim;
+  std::optional<dnnl::reorder> to_prim, to_user;
+  Operand() = default;
+  // is_input: reorders user -> prim; otherwise prim -> user.
+  Operand(const memory::desc& user_md, const memory::desc& prim_md, bool is_input);
+};
+
+// Buffers of one kernel call, returned to the allocator when it ends.
+class Call {
+ public:
+  Call() = default;
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+  ~Call();
+  void* scratch(size_t nbytes);
+  // The operand in the primitive's layout: the user's memory, or a reordered copy of it.
+  memory input(const Operand& o, const void* data);
+  // Memory for the primitive to write; finish() copies it to the user's layout if needed.
+  memory output(const Operand& o, void* data);
+  void finish(const Operand& o, const memory& written, void* data);
+  std::unordered_map<int, memory>& args() { return args_; }
+  // Runs `p` on the stream with args() and the scratchpad of `scratch_md`.
+  void execute(const dnnl::primitive& p, const memory::desc& scratch_md);
+
+ private:
+  std::vector<std::pair<void*, size_t>> owned_;
+  std::unordered_map<int, memory> args_;
+};
+
+}  // namespace mantissa::cpu::onednn

@@ -1,0 +1,215 @@
+// The oneDNN path of the CPU matmul and conv2d kernels (core/cpu/onednn/): results agree with
+// a float64 computation (always Eigen) within the dtype's tolerance, for strided, transposed,
+// broadcast and batched matmuls and for padded, strided, dilated and grouped convolutions.
+// CTest also reruns this binary and the nn/AMP tests with MANTISSA_CPU_ISA=eigen and =onednn
+// (tests/cpu_isa.cmake), so both paths pass every test.
+#include <gtest/gtest.h>
+#include <mantissa.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "core/cpu/loops.h"
+#include "core/cpu/onednn.h"
+
+namespace mt = mantissa;
+namespace F = mt::nn::functional;
+namespace onednn = mt::cpu::onednn;
+using mt::Tensor;
+
+namespace {
+
+// Values exactly representable in bf16, so the low-precision and float64 runs see one input.
+Tensor input(const mt::Shape& shape, mt::DType dt) { return mt::randn(shape).to(mt::kBFloat16).to(dt); }
+
+// |got - want| <= rel * |want| + abs_scale * scale, element-wise; `scale` is sum |a||b| per
+// output (the accumulation's magnitude), so long dot products get their fp32 rounding room.
+void expect_close(const Tensor& got, const Tensor& want, const Tensor& scale, double rel, double abs_scale,
+                  const std::string& what) {
+  ASSERT_EQ(got.sizes(), want.sizes()) << what;
+  const auto g = got.to_vector<double>(), w = want.to_vector<double>(), s = scale.to_vector<double>();
+  for (size_t i = 0; i < g.size(); ++i)
+    ASSERT_NEAR(g[i], w[i], rel * std::fabs(w[i]) + abs_scale * s[i] + 1e-30) << what << " element " << i;
+}
+
+// Relative tolerance of one result rounded to dtype (half an ulp, with room for fp32 sums).
+double rounding(mt::DType dt) { return dt == mt::kBFloat16 ? 1.0 / 128 : 1e-6; }
+
+Tensor absd(const Tensor& t) { return mt::abs(t.to(mt::kFloat64)); }
+
+class OneDnnDtype : public testing::TestWithParam<mt::DType> {};
+
+TEST(OneDnn, DescribesThePath) {
+  const std::string d = onednn::describe();
+  const char* env = std::getenv("MANTISSA_CPU_ISA");
+  if (env != nullptr && std::string(env) == "eigen") {
+    EXPECT_FALSE(onednn::use_onednn(onednn::OpKind::Matmul, mt::kBFloat16));
+    EXPECT_FALSE(onednn::use_onednn(onednn::OpKind::Conv, mt::kFloat32));
+  }
+  if (env != nullptr && std::string(env) == "onednn") {
+    EXPECT_TRUE(onednn::use_onednn(onednn::OpKind::Matmul, mt::kFloat32));
+    EXPECT_TRUE(onednn::use_onednn(onednn::OpKind::Conv, mt::kBFloat16));
+  }
+  // float64 and float16 always stay on Eigen (oneDNN 2.6 has no fp64, and fp16 only on AVX512-FP16).
+  EXPECT_FALSE(onednn::use_onednn(onednn::OpKind::Matmul, mt::kFloat64));
+  EXPECT_FALSE(onednn::use_onednn(onednn::OpKind::Conv, mt::kFloat16));
+  EXPECT_NE(d.find("MANTISSA_CPU_ISA="), std::string::npos) << d;
+}
+
+TEST_P(OneDnnDtype, MatmulLayoutsAgreeWithFloat64) {
+  const mt::DType dt = GetParam();
+  mt::manual_seed(3);
+  struct Case {
+    const char* name;
+    Tensor a, b;
+  };
+  const Tensor a2 = input({37, 70}, dt), b2 = input({70, 45}, dt);
+  const Tensor at = input({70, 37}, dt), bt = input({45, 70}, dt);
+  const Tensor a3 = input({3, 17, 33}, dt), b3 = input({3, 33, 9}, dt), w = input({33, 9}, dt);
+  const Case cases[] = {
+      {"plain", a2, b2},
+      {"a transposed", at.t(), b2},
+      {"b transposed (linear's weight)", a2, bt.t()},
+      {"both transposed", at.t(), bt.t()},
+      {"batched", a3, b3},
+      {"batched, b broadcast", a3, w},
+      {"batched, a transposed", a3.transpose(1, 2).contiguous().transpose(1, 2), b3},
+      {"vector rows", input({1, 70}, dt), b2},
+  };
+  for (const Case& c : cases) {
+    const Tensor got = mt::matmul(c.a, c.b);
+    const Tensor want = mt::matmul(c.a.to(mt::kFloat64), c.b.to(mt::kFloat64));
+    const Tensor scale = mt::matmul(absd(c.a), absd(c.b));
+    EXPECT_EQ(got.dtype(), dt);
+    expect_close(got, want, scale, rounding(dt), 1e-5, std::string(mt::dtype_name(dt)) + " " + c.name);
+  }
+}
+
+// The bias is added to the fp32 accumulator and the sum is rounded once: a @ b = 257 (a tie
+// between the bf16 neighbours 256 and 258) plus 0.75 must give 258, where rounding the product
+// first (256) and then the sum would give 256.
+TEST(OneDnn, MatmulBiasRoundsOnce) {
+  if (!onednn::use_onednn(onednn::OpKind::Matmul, mt::kBFloat16)) GTEST_SKIP() << onednn::describe();
+  const Tensor a = mt::from_vector(std::vector<float>{16, 1}, {1, 1, 2}, {.dtype = mt::kBFloat16});
+  const Tensor b = mt::from_vector(std::vector<float>{16, 1}, {1, 2, 1}, {.dtype = mt::kBFloat16});
+  const Tensor bias = mt::from_vector(std::vector<float>{0.75f}, {1}, {.dtype = mt::kBFloat16});
+  const Tensor out = mt::make_tensor({1, 1, 1}, mt::kBFloat16, mt::Device::cpu());
+  ASSERT_TRUE(onednn::matmul(a, b, bias, out));
+  EXPECT_EQ(out.to_vector<float>()[0], 258.0f);
+  ASSERT_TRUE(onednn::matmul(a, b, Tensor(), out));
+  EXPECT_EQ(out.to_vector<float>()[0], 256.0f);
+}
+
+struct ConvCase {
+  const char* name;
+  mt::Shape x, w;
+  F::Conv2dFuncOptions opts;
+  bool bias;
+};
+
+TEST_P(OneDnnDtype, Conv2dForwardBackwardAgreeWithFloat64) {
+  const mt::DType dt = GetParam();
+  mt::manual_seed(5);
+  const ConvCase cases[] = {
+      {"3x3 pad 1", {4, 3, 9, 8}, {6, 3, 3, 3}, {.padding = 1}, true},
+      {"single input channel (MNIST conv1)", {3, 1, 12, 12}, {8, 1, 3, 3}, {.padding = 1}, true},
+      {"stride 2, dilation 2", {2, 4, 11, 10}, {5, 4, 3, 3}, {.stride = 2, .padding = {2, 1}, .dilation = 2}, true},
+      {"groups 2, no bias", {2, 4, 7, 7}, {6, 2, 3, 3}, {.padding = 1, .groups = 2}, false},
+      {"1x1", {2, 8, 5, 5}, {4, 8, 1, 1}, {}, true},
+      {"stride 2 drops the last row", {2, 3, 6, 6}, {4, 3, 1, 1}, {.stride = 2}, true},
+  };
+  for (const ConvCase& c : cases) {
+    const std::string what = std::string(mt::dtype_name(dt)) + " " + c.name;
+    const Tensor x = input(c.x, dt).requires_grad_(), w = input(c.w, dt).requires_grad_();
+    const Tensor b = c.bias ? input({c.w[0]}, dt).requires_grad_() : Tensor();
+    const Tensor x64 = x.detach().to(mt::kFloat64).requires_grad_(), w64 = w.detach().to(mt::kFloat64).requires_grad_();
+    const Tensor b64 = c.bias ? b.detach().to(mt::kFloat64).requires_grad_() : Tensor();
+    const Tensor y = F::conv2d(x, w, b, c.opts), y64 = F::conv2d(x64, w64, b64, c.opts);
+    const Tensor gy = input(y.sizes(), dt);
+    y.backward(gy);
+    y64.backward(gy.to(mt::kFloat64));
+    // Magnitudes of each result's sum: the same convolutions on absolute values.
+    mt::NoGradGuard no_grad;
+    const Tensor ax = absd(x), aw = absd(w), agy = absd(gy);
+    const Tensor y_scale = F::conv2d(ax, aw, c.bias ? absd(b) : Tensor(), c.opts);
+    expect_close(y, y64, y_scale, rounding(dt), 1e-5, what + " y");
+    // |gx| and |gw| are bounded by the backward of the |.| convolution at |gy|.
+    const Tensor ax_g = ax.clone().requires_grad_(), aw_g = aw.clone().requires_grad_();
+    {
+      mt::EnableGradGuard grad;
+      F::conv2d(ax_g, aw_g, Tensor(), c.opts).backward(agy);
+    }
+    expect_close(x.grad(), x64.grad(), ax_g.grad(), rounding(dt), 1e-5, what + " gx");
+    expect_close(w.grad(), w64.grad(), aw_g.grad(), rounding(dt), 1e-5, what + " gw");
+    if (c.bias) expect_close(b.grad(), b64.grad(), mt::sum(agy, {0, 2, 3}), rounding(dt), 1e-5, what + " gb");
+  }
+}
+
+// Where oneDNN is on for a dtype, these geometries do run on it (no silent fallback).
+TEST_P(OneDnnDtype, Conv2dRunsOnOneDnnWhereEnabled) {
+  const mt::DType dt = GetParam();
+  if (!onednn::use_onednn(onednn::OpKind::Conv, dt)) GTEST_SKIP() << onednn::describe();
+  mt::Conv2dGeometry g{.N = 2, .C = 3, .H = 9, .W = 8, .Cout = 6, .KH = 3, .KW = 3, .PH = 1, .PW = 1, .OH = 9, .OW = 8};
+  const Tensor x = input({2, 3, 9, 8}, dt), w = input({6, 3, 3, 3}, dt), b = input({6}, dt);
+  const Tensor y = mt::make_tensor({2, 6, 9, 8}, dt, mt::Device::cpu());
+  EXPECT_TRUE(onednn::conv2d_forward(x, w, b, y, g));
+  const Tensor gx = mt::make_tensor(x.sizes(), dt, mt::Device::cpu()),
+               gw = mt::make_tensor(w.sizes(), dt, mt::Device::cpu());
+  const Tensor gb = mt::make_tensor({6}, dt, mt::Device::cpu());
+  EXPECT_TRUE(onednn::conv2d_backward(y, x, w, gx, gw, gb, g));
+  EXPECT_TRUE(onednn::conv2d_backward(y, x, w, Tensor(), Tensor(), gb, g));  // bias gradient alone
+}
+
+// The branch-free bf16 rounding of the blocked elementwise loops (core/cpu/loops.h) gives
+// Eigen's bits: ties to even, carries into the exponent, overflow to inf, NaN quieted.
+TEST(Bf16Rounding, MatchesEigenBitForBit) {
+  auto check = [](uint32_t u) {
+    const float f = std::bit_cast<float>(u);
+    const uint16_t want = std::bit_cast<uint16_t>(mt::BFloat16(f));
+    ASSERT_EQ(mt::cpu::bf16_bits_rne(f), want) << std::hex << "float bits 0x" << u;
+  };
+  for (uint64_t u = 0; u <= 0xFFFFFFFFu; u += 65521) check(uint32_t(u));  // a prime stride
+  for (uint32_t u : {0x00000000u, 0x80000000u, 0x3F808000u, 0x3F818000u, 0x3F80FFFFu, 0x7F7FFFFFu, 0x7F800000u,
+                     0xFF800000u, 0x7F800001u, 0xFFC00001u, 0x00000001u, 0x807FFFFFu, 0x4B7F8000u})
+    check(u);
+}
+
+// bf16 elementwise ops (blocked fp32 loops) equal the fp32 op rounded once to bf16.
+TEST(Bf16Elementwise, BlockedLoopsRoundOnce) {
+  mt::manual_seed(11);
+  const Tensor a = input({1000, 37}, mt::kBFloat16), b = input({1000, 37}, mt::kBFloat16);
+  const Tensor af = a.to(mt::kFloat32), bf = b.to(mt::kFloat32);
+  EXPECT_EQ(mt::relu(a).to_vector<float>(), mt::relu(af).to(mt::kBFloat16).to_vector<float>());
+  EXPECT_EQ((a + b).to_vector<float>(), (af + bf).to(mt::kBFloat16).to_vector<float>());
+  EXPECT_EQ((a * 0.375).to_vector<float>(), (af * 0.375).to(mt::kBFloat16).to_vector<float>());
+  EXPECT_EQ(af.to(mt::kBFloat16).to_vector<float>(), a.to_vector<float>());
+}
+
+// The 2x2 / stride 2 max pool's masked loop (fp32 and bf16) picks the value and index the
+// general loop (float64 here) picks: first of equal values, NaN propagating, -inf windows.
+TEST(MaxPool2x2, MaskedLoopMatchesTheGeneralLoop) {
+  mt::manual_seed(13);
+  std::vector<float> v = mt::randn({2 * 3 * 8 * 9}).to(mt::kBFloat16).to_vector<float>();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (size_t i = 0; i < v.size(); i += 7) v[i] = v[i + 1];  // ties inside windows
+  v[20] = std::nanf("");
+  v[50] = v[51] = std::nanf("");
+  v[0] = v[1] = v[9] = v[10] = -inf;  // a whole window of -inf
+  for (mt::DType dt : {mt::kFloat32, mt::kBFloat16}) {
+    const Tensor x = mt::from_vector(v, {2, 3, 8, 9}, {.dtype = dt});
+    const auto got = F::max_pool2d_with_indices(x, 2);
+    const auto want = F::max_pool2d_with_indices(x.to(mt::kFloat64), 2);
+    EXPECT_EQ(got.indices.to_vector<int64_t>(), want.indices.to_vector<int64_t>()) << mt::dtype_name(dt);
+    const auto g = got.values.to_vector<double>(), w = want.values.to_vector<double>();
+    ASSERT_EQ(g.size(), w.size());
+    for (size_t i = 0; i < g.size(); ++i)
+      EXPECT_TRUE(g[i] == w[i] || (std::isnan(g[i]) && std::isnan(w[i]))) << mt::dtype_name(dt) << " " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, OneDnnDtype, testing::Values(mt::kFloat32, mt::kBFloat16),
+                         [](const auto& info) { return std::string(mt::dtype_name(info.param)); });
+
+}  // namespace
