@@ -15,6 +15,7 @@ const std::map<std::string, CastPolicy>& builtin_table() {
       {"matmul", CastPolicy::LowerPrecision},
       {"linear", CastPolicy::LowerPrecision},
       {"conv2d", CastPolicy::LowerPrecision},
+      {"scaled_dot_product_attention", CastPolicy::LowerPrecision},  // softmax statistics stay fp32 inside
       // fp32: ranges or accumulations that fp16 cannot hold.
       {"exp", CastPolicy::Fp32},
       {"log", CastPolicy::Fp32},

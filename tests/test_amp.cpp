@@ -419,6 +419,10 @@ std::vector<TableCase> table_cases() {
          return F::linear(f, mt::randn({3, 6}), mt::randn({3}));
        }},
       {"conv2d", [=] { return F::conv2d(img, k); }},
+      {"scaled_dot_product_attention",
+       [=] {
+         return mt::scaled_dot_product_attention(f.reshape({1, 4, 6}), h.reshape({1, 4, 6}), f.reshape({1, 4, 6}));
+       }},
       {"exp", [=] { return mt::exp(h); }},
       {"log", [=] { return mt::log(h); }},
       {"log1p", [=] { return mt::log1p(h); }},
