@@ -46,6 +46,7 @@ for h in "${harnesses[@]}"; do
   fi
   grep -E "^stat::(number_of_executed_units|peak_rss_mb)|^Done|SUMMARY" "$log" | sed 's/^/   /' || true
   # The slowest input of the (grown) corpus, timed without libFuzzer.
-  "${nice[@]}" "$build_dir/tests/replay_fuzz_$h" "$corpus" tests/fuzz/corpus/"$h" tests/fixtures/hostile | sed 's/^/   /'
+  "${nice[@]}" "$build_dir/tests/replay_fuzz_$h" "$corpus" tests/fuzz/corpus/"$h" tests/fixtures/hostile | sed 's/^/   /' ||
+    status=1
 done
 exit $status
