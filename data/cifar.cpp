@@ -8,68 +8,79 @@
 
 #include "autograd/ops.h"
 #include "core/error.h"
+#include "data/cifar_records.h"
 #include "data/gz_reader.h"
 
 namespace mantissa::data {
 
 namespace {
 constexpr int64_t kPixels = 3 * 32 * 32;
-constexpr int64_t kRecord = 1 + kPixels;
-constexpr int64_t kMaxRecords = 60000;   // all of CIFAR-10 (a batch file holds 10000)
 constexpr int64_t kBlockRecords = 1000;  // records decompressed at a time (3 MB)
 }  // namespace
 
-LabeledImages read_cifar10(const std::string& path) {
-  constexpr const char* op = "read_cifar10";
-  detail::GzReader in(path, op);
-  // A batch file holds 10000 records; the whole data set is 60000. More is a corrupt file or a
-  // decompression bomb, rejected before it is allocated.
+namespace detail {
+
+LabeledImages read_cifar_records(const std::string& path, const CifarFormat& f, const CifarLabelOf& label_of) {
+  const char* op = f.op;
+  const int64_t record = f.label_bytes + kPixels;
+  GzReader in(path, op);
+  // More records than the whole data set is a corrupt file or a decompression bomb, rejected
+  // before it is allocated.
   const int64_t max_records = std::min<int64_t>(
-      kMaxRecords, int64_t(std::min<uint64_t>(detail::max_decompressed_size(in.file_size()), INT64_MAX) / kRecord));
+      f.max_records, int64_t(std::min<uint64_t>(max_decompressed_size(in.file_size()), INT64_MAX) / record));
   if (!in.compressed()) {
     const uint64_t size = in.file_size();
-    MT_CHECK(size > 0, op, "'", path,
-             "' is empty; a CIFAR-10 batch holds 3073-byte records (10000 in a standard file)");
-    MT_CHECK(size % kRecord == 0, op, "'", path, "' has ", size, " bytes, not a whole number of 3073-byte records (1 ",
-             "label byte + 3072 pixel bytes): ", size / kRecord, " records and ", size % kRecord,
-             " extra bytes. Is the file truncated, or not the binary version of CIFAR-10?");
-    MT_CHECK(size / kRecord <= uint64_t(kMaxRecords), op, "'", path, "' holds ", size / kRecord,
-             " records, more than the ", kMaxRecords, " of all of CIFAR-10; not a CIFAR-10 batch file");
+    MT_CHECK(size > 0, op, "'", path, "' is empty; a ", f.name, " file holds ", record, "-byte records");
+    MT_CHECK(size % record == 0, op, "'", path, "' has ", size, " bytes, not a whole number of ", record,
+             "-byte records (", f.label_bytes, " label byte(s) + 3072 pixel bytes): ", size / record, " records and ",
+             size % record, " extra bytes. Is the file truncated, or not the binary version of ", f.name, "?",
+             f.wrong_format);
+    MT_CHECK(size / record <= uint64_t(f.max_records), op, "'", path, "' holds ", size / record,
+             " records, more than the ", f.max_records, " of all of ", f.name, "; not a ", f.name, " file");
   }
 
-  // Streamed in blocks of records, so memory follows the data actually decompressed.
-  std::vector<uint8_t> images, labels, block(size_t(kBlockRecords * kRecord));
+  std::vector<uint8_t> images, block(size_t(kBlockRecords * record));
+  std::vector<int64_t> labels;
   int64_t n = 0;
   for (;;) {
     const size_t got = in.read(block.data(), block.size());
-    MT_CHECK(got % kRecord == 0, op, "'", path, "' has ", uint64_t(n) * kRecord + got, " bytes",
-             in.compressed() ? " (decompressed)" : "", ", not a whole number of 3073-byte records (1 label byte + ",
-             "3072 pixel bytes): ", n + int64_t(got / kRecord), " records and ", got % kRecord,
-             " extra bytes. Is the file truncated, or not the binary version of CIFAR-10?");
-    const int64_t count = int64_t(got / kRecord);
+    MT_CHECK(got % record == 0, op, "'", path, "' has ", uint64_t(n) * record + got, " bytes",
+             in.compressed() ? " (decompressed)" : "", ", not a whole number of ", record, "-byte records (",
+             f.label_bytes, " label byte(s) + 3072 pixel bytes): ", n + int64_t(got / record), " records and ",
+             got % record, " extra bytes. Is the file truncated, or not the binary version of ", f.name, "?",
+             f.wrong_format);
+    const int64_t count = int64_t(got / record);
     MT_CHECK(n + count <= max_records, op, "'", path, "' decompresses to more than ", max_records,
-             " records (the limit for a ", in.file_size(), "-byte file: all of CIFAR-10 is ", kMaxRecords,
+             " records (the limit for a ", in.file_size(), "-byte file: all of ", f.name, " is ", f.max_records,
              "); a corrupt file or a decompression bomb");
     for (int64_t i = 0; i < count; ++i) {
-      const uint8_t* rec = block.data() + i * kRecord;
-      MT_CHECK(rec[0] <= 9, op, "'", path, "': record ", n + i, " (byte offset ", (n + i) * kRecord, ") has label ",
-               int(rec[0]), "; CIFAR-10 labels are 0..9 (a CIFAR-100 file has 2 label bytes per record)");
-      labels.push_back(rec[0]);
-      images.insert(images.end(), rec + 1, rec + kRecord);
+      const uint8_t* rec = block.data() + i * record;
+      labels.push_back(label_of(rec, n + i, (n + i) * record));
+      images.insert(images.end(), rec + f.label_bytes, rec + record);
     }
     n += count;
     if (got < block.size()) break;
   }
-  MT_CHECK(n > 0, op, "'", path, "' holds no data", in.compressed() ? " once decompressed" : "",
-           "; a CIFAR-10 batch holds 3073-byte records (10000 in a standard file)");
+  MT_CHECK(n > 0, op, "'", path, "' holds no data", in.compressed() ? " once decompressed" : "", "; a ", f.name,
+           " file holds ", record, "-byte records");
 
   LabeledImages out;
   out.images = make_tensor({n, 3, 32, 32}, kUInt8, Device::cpu());
   out.labels = make_tensor({n}, kInt64, Device::cpu());
   std::memcpy(out.images.raw_data(), images.data(), images.size());
-  auto* lab = out.labels.data_ptr<int64_t>();
-  for (int64_t i = 0; i < n; ++i) lab[i] = labels[size_t(i)];
+  std::memcpy(out.labels.raw_data(), labels.data(), labels.size() * sizeof(int64_t));
   return out;
+}
+
+}  // namespace detail
+
+LabeledImages read_cifar10(const std::string& path) {
+  const detail::CifarFormat format{"read_cifar10", "CIFAR-10", 1, 60000, ""};
+  return detail::read_cifar_records(path, format, [&](const uint8_t* rec, int64_t i, int64_t offset) -> int64_t {
+    MT_CHECK(rec[0] <= 9, format.op, "'", path, "': record ", i, " (byte offset ", offset, ") has label ", int(rec[0]),
+             "; CIFAR-10 labels are 0..9 (a CIFAR-100 file has 2 label bytes per record)");
+    return rec[0];
+  });
 }
 
 LabeledImages load_cifar10(const std::string& dir, Split split) {
