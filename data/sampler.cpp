@@ -7,14 +7,14 @@
 
 namespace mantissa::data {
 
-namespace {
-
 uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
 }
+
+namespace {
 
 // Uniform in [0, n) without modulo bias; std::uniform_int_distribution is not
 // specified bit-for-bit, so it would give different orders on other standard libraries.

@@ -21,6 +21,10 @@ class Sampler {
   virtual std::vector<int64_t> indices(int64_t epoch) const = 0;
 };
 
+// SplitMix64: a well-mixed 64-bit hash, used to derive independent seeds (per epoch, per
+// batch) from the user's seed.
+uint64_t splitmix64(uint64_t x);
+
 // The visiting order of 0..n-1 in epoch `epoch`: a permutation that depends only on
 // (seed, epoch) (the DataLoader's own shuffle uses it), identical on every machine.
 std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch);
