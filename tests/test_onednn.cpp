@@ -48,7 +48,8 @@ TEST(OneDnn, DescribesThePath) {
     EXPECT_FALSE(onednn::use_onednn(onednn::OpKind::Matmul, mt::kBFloat16));
     EXPECT_FALSE(onednn::use_onednn(onednn::OpKind::Conv, mt::kFloat32));
   }
-  if (env != nullptr && std::string(env) == "onednn") {
+  // (A build without libdnnl-dev has no oneDNN to force.)
+  if (env != nullptr && std::string(env) == "onednn" && d.find("not built in") == std::string::npos) {
     EXPECT_TRUE(onednn::use_onednn(onednn::OpKind::Matmul, mt::kFloat32));
     EXPECT_TRUE(onednn::use_onednn(onednn::OpKind::Conv, mt::kBFloat16));
   }
