@@ -56,7 +56,7 @@ TEST(OneDnn, DescribesThePath) {
   // float64 and float16 always stay on Eigen (oneDNN 2.6 has no fp64, and fp16 only on AVX512-FP16).
   EXPECT_FALSE(onednn::use_onednn(onednn::OpKind::Matmul, mt::kFloat64));
   EXPECT_FALSE(onednn::use_onednn(onednn::OpKind::Conv, mt::kFloat16));
-  EXPECT_NE(d.find("MANTISSA_CPU_ISA="), std::string::npos) << d;
+  EXPECT_NE(d.find("oneDNN"), std::string::npos) << d;
 }
 
 TEST_P(OneDnnDtype, MatmulLayoutsAgreeWithFloat64) {
