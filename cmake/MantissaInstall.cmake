@@ -13,4 +13,5 @@ configure_package_config_file(cmake/mantissaConfig.cmake.in ${CMAKE_CURRENT_BINA
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/mantissaConfigVersion.cmake
   COMPATIBILITY SameMinorVersion)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/mantissaConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/mantissaConfigVersion.cmake
-  cmake/FindMantissaCuDNN.cmake cmake/FindMantissaOneDNN.cmake DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/mantissa)
+  cmake/MantissaImportLibrary.cmake cmake/FindMantissaCuDNN.cmake cmake/FindMantissaNCCL.cmake
+  cmake/FindMantissaOneDNN.cmake DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/mantissa)
