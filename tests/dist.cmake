@@ -44,3 +44,11 @@ if(MANTISSA_BUILD_EXAMPLES AND EXISTS /usr/share/datasets/fashion-mnist)
   set_tests_properties(example.mnist_distributed PROPERTIES TIMEOUT 120 ENVIRONMENT "${_dist_env}" PROCESSORS 2
     PASS_REGULAR_EXPRESSION "final: .* world=2")
 endif()
+# The transformer example's --distributed path: a few steps of a tiny GPT on 2 ranks.
+if(MANTISSA_BUILD_EXAMPLES AND EXISTS /usr/share/games/fortunes)
+  add_test(NAME example.transformer_distributed
+    COMMAND ${MANTISSA_MPIRUN} -np 2 $<TARGET_FILE:transformer> --distributed --steps 6 --layers 1 --d-model 32
+            --heads 2 --context 32 --batch-size 4 --warmup 2 --eval-every 0 --eval-batches 2 --sample 0 --amp bf16)
+  set_tests_properties(example.transformer_distributed PROPERTIES TIMEOUT 120 ENVIRONMENT "${_dist_env}"
+    PROCESSORS 2 PASS_REGULAR_EXPRESSION "final: steps=6 .* world=2")
+endif()

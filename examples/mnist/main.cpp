@@ -13,7 +13,7 @@
 #include <iostream>
 
 #include "models.h"
-#include "parallel.h"
+#include "../common/parallel.h"
 
 namespace mt = mantissa;
 namespace nn = mantissa::nn;
@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
   if (batch_size == 0) batch_size = model_name == "cnn" ? 64 : 128;
 
   try {
-    mnist::Parallel parallel(distributed);
+    examples::Parallel parallel(distributed);
     const bool lead = parallel.rank == 0;  // the rank that prints
     mt::Device device = mt::Device::parse(device_name);
     mt::manual_seed(seed);

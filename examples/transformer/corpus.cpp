@@ -137,10 +137,12 @@ Batch windows(const std::vector<int64_t>& data, int64_t batch, int64_t context, 
 
 }  // namespace
 
-Batch train_batch(const std::vector<int64_t>& data, int64_t batch, int64_t context, uint64_t seed, int64_t step) {
+Batch train_batch(const std::vector<int64_t>& data, int64_t batch, int64_t context, uint64_t seed, int64_t step,
+                  int64_t first) {
   const auto starts = uint64_t(int64_t(data.size()) - context);  // windows [s, s + context] fit
-  return windows(data, batch, context,
-                 [&](int64_t b) { return int64_t(mix(mix(mix(seed) ^ uint64_t(step)) ^ uint64_t(b)) % starts); });
+  return windows(data, batch, context, [&](int64_t b) {
+    return int64_t(mix(mix(mix(seed) ^ uint64_t(step)) ^ uint64_t(first + b)) % starts);
+  });
 }
 
 Batch val_batch(const std::vector<int64_t>& data, int64_t batch, int64_t context, int64_t index, int64_t count) {

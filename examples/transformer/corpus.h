@@ -48,9 +48,12 @@ Corpus make_corpus(const std::vector<char32_t>& text, int64_t context, double va
 struct Batch {
   mantissa::Tensor x, y;
 };
-// Training batch number `step`: window starts drawn from a hash of (seed, step, row), so
-// the data position of a run is its step count (exact resume needs nothing else).
-Batch train_batch(const std::vector<int64_t>& data, int64_t batch, int64_t context, uint64_t seed, int64_t step);
+// Rows first .. first + batch - 1 of training batch number `step`: window starts drawn from a
+// hash of (seed, step, row), so the data position of a run is its step count (exact resume
+// needs nothing else), and rank r of a data-parallel run takes rows r * batch onwards of the
+// same global batch.
+Batch train_batch(const std::vector<int64_t>& data, int64_t batch, int64_t context, uint64_t seed, int64_t step,
+                  int64_t first = 0);
 // Validation batch `index` of `count`: windows evenly spaced over the validation text.
 Batch val_batch(const std::vector<int64_t>& data, int64_t batch, int64_t context, int64_t index, int64_t count);
 

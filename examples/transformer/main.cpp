@@ -16,6 +16,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "../common/parallel.h"
 #include "corpus.h"
 
 namespace mt = mantissa;
@@ -29,7 +30,8 @@ struct Options {
   std::string text_path, amp = "off", device = "cpu", save, resume, prompt = "\n";
   int64_t layers = 4, heads = 4, d_model = 128, context = 128, batch_size = 16, steps = 1000, warmup = 100;
   int64_t eval_every = 100, eval_batches = 8, sample = 300, top_k = 20;
-  int64_t stop_at = 0;  // > 0: stop (and save) at this step, as an interrupted run would
+  int64_t stop_at = 0;       // > 0: stop (and save) at this step, as an interrupted run would
+  bool distributed = false;  // data parallel over the ranks of mpirun (--batch-size per rank)
   double lr = 2e-3, weight_decay = 0.1, clip = 1.0, dropout = 0.0, temperature = 0.8;
   uint64_t seed = 0;
 };
@@ -146,6 +148,8 @@ void progress(int64_t step, int64_t steps, double loss, double tokens_per_s, dou
 }
 
 int run(const Options& o) {
+  examples::Parallel parallel(o.distributed);
+  const bool lead = parallel.rank == 0;  // the rank that prints, saves and samples
   const mt::Device dev = mt::Device::parse(o.device);
   std::optional<mt::DType> amp;
   if (o.amp == "fp16") amp = mt::kHalf;
@@ -156,8 +160,9 @@ int run(const Options& o) {
   MT_CHECK(!bytes.empty(), "text", source, " is empty");
   const Corpus corpus = make_corpus(decode_utf8(bytes, source), o.context);
   const int64_t V = corpus.vocab.size();
-  std::printf("text: %s, %zu train + %zu validation characters, vocabulary %lld\n", source.c_str(), corpus.train.size(),
-              corpus.val.size(), (long long)V);
+  if (lead)
+    std::printf("text: %s, %zu train + %zu validation characters, vocabulary %lld\n", source.c_str(),
+                corpus.train.size(), corpus.val.size(), (long long)V);
 
   mt::manual_seed(o.seed);
   nn::GPT gpt({.vocab_size = V,
@@ -167,6 +172,7 @@ int run(const Options& o) {
                .d_model = o.d_model,
                .dropout = o.dropout});
   gpt.to(dev);
+  nn::Module& model = parallel.wrap(gpt);  // DistributedDataParallel under --distributed
   // Decay the weight matrices (embeddings included, as GPT-2), not biases or LayerNorms.
   mt::optim::AdamW opt(mt::optim::weight_decay_groups(gpt.named_parameters(), o.weight_decay),
                        {.lr = o.lr, .betas = {0.9, 0.99}});
@@ -194,24 +200,25 @@ int run(const Options& o) {
       MT_FAIL("--resume", "cannot resume from ", o.resume, " with this model (", config, "): ", e.what());
     }
     start = info.epoch;
-    std::printf("resumed from %s at step %lld\n", o.resume.c_str(), (long long)start);
+    if (lead) std::printf("resumed from %s at step %lld\n", o.resume.c_str(), (long long)start);
   }
-  std::printf("model: %s, %lld parameters, amp %s, device %s\n", config.c_str(), (long long)gpt.num_parameters(),
-              o.amp.c_str(), dev.str().c_str());
+  if (lead)
+    std::printf("model: %s, %lld parameters, amp %s, device %s, ranks %d\n", config.c_str(),
+                (long long)gpt.num_parameters(), o.amp.c_str(), dev.str().c_str(), parallel.world);
 
   auto save = [&](int64_t step) {
     if (o.save.empty()) return;
-    mt::optim::save_checkpoint(o.save, parts, {.epoch = step, .extra = {{"config", config}, {"vocab", vocab_hex}}});
+    parallel.save(o.save, parts, {.epoch = step, .extra = {{"config", config}, {"vocab", vocab_hex}}});
   };
 
   double first_loss = NAN, running = NAN, val = NAN;
   auto t0 = std::chrono::steady_clock::now();
   for (int64_t step = start; step < o.steps; ++step) {
-    Batch b = train_batch(corpus.train, o.batch_size, o.context, o.seed, step);
+    Batch b = train_batch(corpus.train, o.batch_size, o.context, o.seed, step, parallel.rank * o.batch_size);
     mt::Tensor loss;
     {
       mt::amp::Autocast ac(amp.value_or(mt::kHalf), amp.has_value(), dev.type);
-      loss = F::cross_entropy(gpt(b.x.to(dev)).reshape({-1, V}), b.y.to(dev).reshape({-1}));
+      loss = F::cross_entropy(model(b.x.to(dev)).reshape({-1, V}), b.y.to(dev).reshape({-1}));
     }
     opt.zero_grad();
     scaler.backward(loss);
@@ -226,29 +233,31 @@ int run(const Options& o) {
     if (std::isnan(first_loss)) first_loss = l;
     running = std::isnan(running) ? l : 0.95 * running + 0.05 * l;
     const int64_t done = step + 1;
-    if (done % 10 == 0 || done == o.steps) {
+    if (lead && (done % 10 == 0 || done == o.steps)) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       progress(done, o.steps, running, double((done - start) * o.batch_size * o.context) / s, scaler.scale(),
                opt.param_groups()[0].lr.value());
     }
     if ((o.eval_every > 0 && done % o.eval_every == 0) || done == o.steps) {
       val = evaluate(gpt, corpus, o, amp, dev);
-      std::printf("\nstep %lld: train loss %.4f, validation loss %.4f nats/char\n", (long long)done, running, val);
+      if (lead)
+        std::printf("\nstep %lld: train loss %.4f, validation loss %.4f nats/char\n", (long long)done, running, val);
       save(done);
     }
     if (done == o.stop_at) {
       save(done);
-      std::printf("\nstopped at step %lld (--stop-at)\n", (long long)done);
+      if (lead) std::printf("\nstopped at step %lld (--stop-at)\n", (long long)done);
       return 0;
     }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (start >= o.steps) val = evaluate(gpt, corpus, o, amp, dev);
+  if (!lead) return 0;
   std::printf(
       "final: steps=%lld amp=%s first_loss=%.4f train_loss=%.4f val_loss=%.4f time=%.1fs loss_scale=%g "
-      "skipped_steps=%lld params=%s\n",
+      "skipped_steps=%lld params=%s%s\n",
       (long long)o.steps, o.amp.c_str(), first_loss, running, val, secs, scaler.scale(),
-      (long long)scaler.skipped_steps(), parameter_digest(gpt).c_str());
+      (long long)scaler.skipped_steps(), parameter_digest(gpt).c_str(), parallel.summary().c_str());
   if (o.sample > 0) {
     std::printf("--- sample (temperature %g, top-k %lld) ---\n%s\n--- end of sample ---\n", o.temperature,
                 (long long)o.top_k, generate(gpt, corpus.vocab, o, amp, dev).c_str());
@@ -290,6 +299,8 @@ int main(int argc, char** argv) {
   app.add_option("--top-k", o.top_k, "sample among the k likeliest characters (0: all)")->check(CLI::NonNegativeNumber);
   app.add_option("--stop-at", o.stop_at, "stop after this step, saving a checkpoint (to test --resume)")
       ->check(CLI::NonNegativeNumber);
+  app.add_flag("--distributed", o.distributed,
+               "data parallel over the ranks of mpirun (--batch-size per rank; rank 0 prints and saves)");
   CLI11_PARSE(app, argc, argv);
   try {
     return run(o);

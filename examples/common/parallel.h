@@ -1,5 +1,6 @@
-// Data parallelism for the example (--distributed, under `mpirun -np N`), compiled in when
-// mantissa::dist was built (Open MPI found). Without --distributed everything is a no-op.
+// Data parallelism for the examples (--distributed, under `mpirun -np N`), compiled in when
+// mantissa::dist was built (Open MPI found; the example defines MANTISSA_EXAMPLE_DIST). Without
+// --distributed everything is a no-op.
 #pragma once
 #include <mantissa.h>
 
@@ -12,7 +13,7 @@
 #include "dist/dist.h"
 #endif
 
-namespace mnist {
+namespace examples {
 
 class Parallel {
  public:
@@ -23,7 +24,7 @@ class Parallel {
     rank = mantissa::dist::rank();
     world = mantissa::dist::world_size();
 #else
-    MT_FAIL("mnist --distributed", "this build has no dist/ (install libopenmpi-dev and openmpi-bin, then rebuild)");
+    MT_FAIL("--distributed", "this build has no dist/ (install libopenmpi-dev and openmpi-bin, then rebuild)");
 #endif
   }
   int rank = 0, world = 1;
@@ -75,4 +76,4 @@ class Parallel {
 #endif
 };
 
-}  // namespace mnist
+}  // namespace examples
