@@ -91,11 +91,11 @@ void gemm_forward(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2
   Tensor cols = make_tensor({g.N, G * K, L}, x.dtype(), x.device());
   im2col(x, cols, g);
   if (G == 1) {  // one batched GEMM, the weight broadcast over the batch (batch stride 0)
-    matmul(view_of(w, {g.N, Cog, K}, {0, K, 1}), cols, view_of(y, {g.N, Cog, L}, {Cog * L, L, 1}));
+    matmul(view_of(w, {g.N, Cog, K}, {0, K, 1}), cols, Tensor(), view_of(y, {g.N, Cog, L}, {Cog * L, L, 1}));
     return;
   }
   for (int64_t n = 0; n < g.N; ++n)
-    matmul(view_of(w, {G, Cog, K}, {Cog * K, K, 1}), view_of(cols, {G, K, L}, {K * L, L, 1}, n * G * K * L),
+    matmul(view_of(w, {G, Cog, K}, {Cog * K, K, 1}), view_of(cols, {G, K, L}, {K * L, L, 1}, n * G * K * L), Tensor(),
            view_of(y, {G, Cog, L}, {Cog * L, L, 1}, n * g.Cout * L));
 }
 
@@ -104,11 +104,11 @@ void gemm_backward_data(const Tensor& gy, const Tensor& w, const Tensor& gx, con
   const int64_t G = g.groups, Cog = g.Cout / G, K = g.C / G * g.KH * g.KW, L = g.OH * g.OW;
   Tensor dcols = make_tensor({g.N, G * K, L}, gy.dtype(), gy.device());
   if (G == 1) {
-    matmul(view_of(w, {g.N, K, Cog}, {0, 1, K}), view_of(gy, {g.N, Cog, L}, {Cog * L, L, 1}), dcols);
+    matmul(view_of(w, {g.N, K, Cog}, {0, 1, K}), view_of(gy, {g.N, Cog, L}, {Cog * L, L, 1}), Tensor(), dcols);
   } else {
     for (int64_t n = 0; n < g.N; ++n)
       matmul(view_of(w, {G, K, Cog}, {Cog * K, 1, K}), view_of(gy, {G, Cog, L}, {Cog * L, L, 1}, n * g.Cout * L),
-             view_of(dcols, {G, K, L}, {K * L, L, 1}, n * G * K * L));
+             Tensor(), view_of(dcols, {G, K, L}, {K * L, L, 1}, n * G * K * L));
   }
   col2im(dcols, gx, g);
 }
@@ -125,7 +125,7 @@ void gemm_backward_filter(const Tensor& gy, const Tensor& x, const Tensor& gw, c
   Tensor gy_t = make_tensor({G, Cog, N, L}, gy.dtype(), gy.device());
   copy_same_device(view_of(gy, {G, Cog, N, L}, {Cog * L, L, g.Cout * L, 1}), gy_t);
   matmul(view_of(gy_t, {G, Cog, N * L}, {Cog * N * L, N * L, 1}), view_of(cols_t, {G, N * L, K}, {K * N * L, 1, N * L}),
-         view_of(gw, {G, Cog, K}, {Cog * K, K, 1}));
+         Tensor(), view_of(gw, {G, Cog, K}, {Cog * K, K, 1}));
 }
 
 #ifdef MANTISSA_WITH_CUDNN
