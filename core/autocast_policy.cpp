@@ -62,10 +62,14 @@ thread_local PolicyLookupLog* t_lookup_log = nullptr;
 
 const char* policy_name(CastPolicy p) {
   switch (p) {
-    case CastPolicy::LowerPrecision: return "lower_precision";
-    case CastPolicy::Fp32: return "fp32";
-    case CastPolicy::Promote: return "promote";
-    case CastPolicy::PassThrough: return "pass_through";
+    case CastPolicy::LowerPrecision:
+      return "lower_precision";
+    case CastPolicy::Fp32:
+      return "fp32";
+    case CastPolicy::Promote:
+      return "promote";
+    case CastPolicy::PassThrough:
+      return "pass_through";
   }
   return "?";
 }

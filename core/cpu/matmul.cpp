@@ -37,11 +37,15 @@ template <typename T>
 void gemm(const Operand<T>& a, const Operand<T>& b, T* c) {
   Eigen::Map<RowMat<T>> C(c, a.rows, b.cols);
   auto run = [&](const auto& A) {
-    if (b.cs == 1) C.noalias() = A * Eigen::Map<const RowMat<T>, 0, OuterStride<>>(b.p, b.rows, b.cols, OuterStride<>(b.rs));
-    else C.noalias() = A * Eigen::Map<const ColMat<T>, 0, OuterStride<>>(b.p, b.rows, b.cols, OuterStride<>(b.cs));
+    if (b.cs == 1)
+      C.noalias() = A * Eigen::Map<const RowMat<T>, 0, OuterStride<>>(b.p, b.rows, b.cols, OuterStride<>(b.rs));
+    else
+      C.noalias() = A * Eigen::Map<const ColMat<T>, 0, OuterStride<>>(b.p, b.rows, b.cols, OuterStride<>(b.cs));
   };
-  if (a.cs == 1) run(Eigen::Map<const RowMat<T>, 0, OuterStride<>>(a.p, a.rows, a.cols, OuterStride<>(a.rs)));
-  else run(Eigen::Map<const ColMat<T>, 0, OuterStride<>>(a.p, a.rows, a.cols, OuterStride<>(a.cs)));
+  if (a.cs == 1)
+    run(Eigen::Map<const RowMat<T>, 0, OuterStride<>>(a.p, a.rows, a.cols, OuterStride<>(a.rs)));
+  else
+    run(Eigen::Map<const ColMat<T>, 0, OuterStride<>>(a.p, a.rows, a.cols, OuterStride<>(a.cs)));
 }
 
 // Copies a half/bf16 operand into a contiguous fp32 buffer, keeping its orientation (a

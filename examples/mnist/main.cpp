@@ -12,8 +12,8 @@
 #include <filesystem>
 #include <iostream>
 
-#include "models.h"
 #include "../common/parallel.h"
+#include "models.h"
 
 namespace mt = mantissa;
 namespace nn = mantissa::nn;
@@ -117,8 +117,10 @@ int main(int argc, char** argv) {
                                      {.batch_size = 1000, .device = device});
 
     std::unique_ptr<nn::Module> net;
-    if (model_name == "mlp") net = std::make_unique<mnist::Mlp>();
-    else net = std::make_unique<mnist::Cnn>();
+    if (model_name == "mlp")
+      net = std::make_unique<mnist::Mlp>();
+    else
+      net = std::make_unique<mnist::Cnn>();
     net->to(device);
     nn::Module& model = parallel.wrap(*net);  // DistributedDataParallel under --distributed
     mt::optim::AdamW opt(net->parameters(), {.lr = lr, .weight_decay = 1e-4});
@@ -149,7 +151,7 @@ int main(int argc, char** argv) {
       if (int64_t(sd.scalars.at("total_steps")) != total_steps) {
         if (lead)
           std::printf("the checkpoint's schedule spans %lld steps; --epochs %d extends it to %lld\n",
-                    (long long)sd.scalars.at("total_steps"), epochs, (long long)total_steps);
+                      (long long)sd.scalars.at("total_steps"), epochs, (long long)total_steps);
         sd.scalars["total_steps"] = double(std::max(total_steps, int64_t(sd.scalars.at("warmup_steps"))));
         sched.load_state_dict(sd);
       }
