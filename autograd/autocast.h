@@ -37,8 +37,8 @@ std::vector<Tensor> autocast_many(const char* op, const std::vector<Tensor>& xs)
 
 // The cached lower-precision working copy of `param` (created when missing or stale).
 Tensor working_copy(const Tensor& param, DType dtype);
-// If `param` has a working copy of `dtype`, returns the tensor to overwrite after an
-// update and marks it valid for the param's next version; else an undefined tensor.
+// The param's working copy (of whatever dtype) for a fused optimizer step to overwrite, or an
+// undefined tensor when it has none; mark_working_copy_fresh() after the overwrite.
 Tensor working_copy_for_refresh(const Tensor& param);
 // Marks a param's working copy as matching its current version (after a fused refresh).
 void mark_working_copy_fresh(const Tensor& param);

@@ -22,6 +22,10 @@ struct Node : std::enable_shared_from_this<Node> {
   virtual std::vector<Tensor> apply(const Tensor& grad_output) = 0;
   // Frees saved tensors once backward no longer needs them (retain_graph=false).
   virtual void release() {}
+  // What the engine runs for the gradient summed at this node: the pre-hooks (which may
+  // replace `grad`, updated in place) and retain_grad, then, when `apply_node`, apply() with
+  // current_node() set, inside a profiler range named after the node while profiling.
+  std::vector<Tensor> call(Tensor& grad, bool create_graph, bool apply_node = true);
 
   std::vector<std::shared_ptr<Node>> next;  // one per input; null where no grad is needed
   std::vector<Hook> pre_hooks;              // hooks registered on the output tensor
@@ -34,19 +38,19 @@ struct Node : std::enable_shared_from_this<Node> {
 struct AutogradMeta {
   bool requires_grad = false;
   Tensor grad;
-  std::shared_ptr<Node> grad_fn;           // null for leaves
-  std::weak_ptr<Node> grad_accumulator;    // leaves: the node that writes .grad
-  std::vector<Hook> hooks;                 // leaves: gradient hooks
+  std::shared_ptr<Node> grad_fn;         // null for leaves
+  std::weak_ptr<Node> grad_accumulator;  // leaves: the node that writes .grad
+  std::vector<Hook> hooks;               // leaves: gradient hooks
   // leaves: called with the leaf once its .grad holds this backward pass's contribution
   std::vector<std::function<void(const Tensor&)>> post_accumulate_hooks;
-  bool is_view = false;                    // shares storage with the tensor it was viewed from
+  bool is_view = false;  // shares storage with the tensor it was viewed from
   // AMP dual copy: the cached fp16/bf16 working copy of an fp32 master parameter.
   Tensor working_copy;
-  uint64_t working_copy_version = 0;       // the master's version the copy was made from
+  uint64_t working_copy_version = 0;  // the master's version the copy was made from
 };
 
-AutogradMeta& meta(const Tensor& t);                 // creates it when missing
-const AutogradMeta* meta_if(const Tensor& t);        // null when missing
+AutogradMeta& meta(const Tensor& t);           // creates it when missing
+const AutogradMeta* meta_if(const Tensor& t);  // null when missing
 
 // The node that gradients for `t` flow into: its grad_fn, or a leaf's accumulator.
 std::shared_ptr<Node> gradient_edge(const Tensor& t);
@@ -99,8 +103,8 @@ class SavedTensor {
 
 // Runs backward from `roots` seeded with `grads` (ones for scalar roots when undefined).
 // With `inputs`, returns their gradients instead of accumulating into .grad (autograd::grad).
-std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
-                                 bool retain_graph, bool create_graph, const std::vector<Tensor>& inputs = {});
+std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
+                                 bool create_graph, const std::vector<Tensor>& inputs = {});
 
 // The node being executed by the engine on this thread (null outside backward).
 Node* current_node();

@@ -1,5 +1,6 @@
-// The differentiable ops: every op is defined once (shape/dtype inference, autocast
-// category, kernel dispatch and backward formula) in autograd/ops_*.cpp.
+// The differentiable tensor ops, each defined once in autograd/ops_*.cpp (shape/dtype inference,
+// autocast, kernel dispatch, backward formula), with its autocast category declared there or,
+// for an elementwise op, in its line of core/elementwise_math.h (docs/adding-an-op.md).
 #pragma once
 #include <optional>
 #include <vector>
@@ -27,6 +28,8 @@ Tensor relu(const Tensor& x);
 // approximate: "none" (erf form) or "tanh"
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor silu(const Tensor& x);
+// log(1 + exp(beta x)) / beta, and x where beta x > threshold (torch.nn.functional.softplus).
+Tensor softplus(const Tensor& x, double beta = 1, double threshold = 20);
 Tensor erf(const Tensor& x);
 Tensor reciprocal(const Tensor& x);
 Tensor square(const Tensor& x);

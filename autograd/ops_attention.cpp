@@ -7,6 +7,9 @@
 #include "core/nn_kernels.h"
 #include "core/random.h"
 
+// Autocast categories of the ops defined here (core/autocast_policy.h).
+MT_DECLARE_CAST_POLICY(scaled_dot_product_attention, LowerPrecision);
+
 namespace mantissa {
 
 using namespace detail;

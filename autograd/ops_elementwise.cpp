@@ -6,6 +6,9 @@
 #include "autograd/autocast.h"
 #include "autograd/op_helpers.h"
 
+// Autocast categories of the ops defined here (core/autocast_policy.h).
+MT_DECLARE_CAST_POLICY(where, Promote);
+
 namespace mantissa {
 
 using namespace detail;
@@ -96,7 +99,8 @@ Tensor neg(const Tensor& x) {
 Tensor abs(const Tensor& x) {
   Tensor y = launch::unary(UnaryOp::Abs, x);
   if (needs_grad({x}))
-    record("AbsBackward", {x}, y, [sx = SavedTensor(x)](const Tensor& g, auto&) { return Grads{g * sign(sx.unpack())}; });
+    record("AbsBackward", {x}, y,
+           [sx = SavedTensor(x)](const Tensor& g, auto&) { return Grads{g * sign(sx.unpack())}; });
   return y;
 }
 
@@ -150,8 +154,8 @@ Tensor relu(const Tensor& x0) {
   return y;
 }
 Tensor gelu(const Tensor& x, const std::string& approximate) {
-  MT_CHECK(approximate == "none" || approximate == "tanh", "gelu",
-           "approximate must be 'none' or 'tanh', got '", approximate, "'");
+  MT_CHECK(approximate == "none" || approximate == "tanh", "gelu", "approximate must be 'none' or 'tanh', got '",
+           approximate, "'");
   if (approximate == "tanh") {
     return unary_with_input("gelu", UnaryOp::GeluTanh, x, [](const Tensor& g, const Tensor& x) {
       return fused_backward(BinaryOp::GeluTanhBackward, g, x, [&] {
@@ -178,6 +182,19 @@ Tensor silu(const Tensor& x) {
     });
   });
 }
+Tensor softplus(const Tensor& x0, double beta, double threshold) {
+  MT_CHECK(beta != 0 && std::isfinite(beta), "softplus", "beta must be finite and non-zero, got ", beta);
+  Tensor x = amp::autocast_one("softplus", x0);
+  Tensor y = unary_float(UnaryOp::Softplus, x, beta, threshold);
+  if (needs_grad({x})) {
+    // d/dx = sigmoid(beta x), and 1 where the forward passed x through.
+    record("softplus", {x}, y, [sx = SavedTensor(x), beta, threshold](const Tensor& g, const std::vector<bool>&) {
+      Tensor bx = sx.unpack() * beta;
+      return Grads{where(bx > threshold, g, g * sigmoid(bx))};
+    });
+  }
+  return y;
+}
 Tensor erf(const Tensor& x) {
   return unary_with_input("erf", UnaryOp::Erf, x,
                           [](const Tensor& g, const Tensor& x) { return g * exp(-(x * x)) * kTwoOverSqrtPi; });
@@ -189,7 +206,8 @@ Tensor reciprocal(const Tensor& x) {
 Tensor square(const Tensor& x) {
   Tensor y = launch::unary(UnaryOp::Square, x);
   if (needs_grad({x}))
-    record("SquareBackward", {x}, y, [sx = SavedTensor(x)](const Tensor& g, auto&) { return Grads{g * sx.unpack() * 2.0}; });
+    record("SquareBackward", {x}, y,
+           [sx = SavedTensor(x)](const Tensor& g, auto&) { return Grads{g * sx.unpack() * 2.0}; });
   return y;
 }
 
@@ -251,9 +269,12 @@ Tensor logical_not(const Tensor& x) { return launch::unary_to(UnaryOp::LogicalNo
 
 Tensor wrap_scalar(const Scalar& s, const Tensor& like) {
   DType t = promote_with_scalar(like.dtype(), s.is_floating());
-  if (s.is_floating() && !is_floating(like.dtype())) t = DType::Float32;
-  else if (!s.is_floating()) t = like.dtype() == DType::Bool ? DType::Int64 : like.dtype();
-  else t = like.dtype();
+  if (s.is_floating() && !is_floating(like.dtype()))
+    t = DType::Float32;
+  else if (!s.is_floating())
+    t = like.dtype() == DType::Bool ? DType::Int64 : like.dtype();
+  else
+    t = like.dtype();
   return full({}, s.is_floating() ? Scalar(s.to_double()) : Scalar(s.to_int()), {.dtype = t, .device = like.device()});
 }
 
@@ -279,20 +300,21 @@ Tensor add(const Tensor& a0, const Tensor& b0, const Scalar& alpha) {
   Tensor bs = alpha.to_double() == 1.0 ? b : b * alpha;
   Tensor y = arith("add", BinaryOp::Add, a, bs);
   if (needs_grad({a, bs})) {
-    record("AddBackward", {a, bs}, y, [sa = a.sizes(), ta = a.dtype(), sb = bs.sizes(), tb = bs.dtype()](
-                                          const Tensor& g, auto& need) {
-      auto back = [&](const Shape& s, DType t) {
-        Tensor r = g.sizes() == s ? g : sum_to(g, s);
-        return r.dtype() == t ? r : r.to(t);
-      };
-      return Grads{need[0] ? back(sa, ta) : Tensor(), need[1] ? back(sb, tb) : Tensor()};
-    });
+    record("AddBackward", {a, bs}, y,
+           [sa = a.sizes(), ta = a.dtype(), sb = bs.sizes(), tb = bs.dtype()](const Tensor& g, auto& need) {
+             auto back = [&](const Shape& s, DType t) {
+               Tensor r = g.sizes() == s ? g : sum_to(g, s);
+               return r.dtype() == t ? r : r.to(t);
+             };
+             return Grads{need[0] ? back(sa, ta) : Tensor(), need[1] ? back(sb, tb) : Tensor()};
+           });
   }
   return y;
 }
 
 Tensor sub(const Tensor& a0, const Tensor& b0, const Scalar& alpha) {
-  MT_CHECK(a0.dtype() != DType::Bool || b0.dtype() != DType::Bool, "sub", "subtraction of bool tensors is not supported");
+  MT_CHECK(a0.dtype() != DType::Bool || b0.dtype() != DType::Bool, "sub",
+           "subtraction of bool tensors is not supported");
   return add(a0, -(alpha.to_double() == 1.0 ? b0 : b0 * alpha));
 }
 
@@ -397,7 +419,9 @@ Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 Tensor operator+(const Tensor& a, const Scalar& b) { return add(a, wrap_scalar(b, a)); }
-Tensor operator-(const Tensor& a, const Scalar& b) { return add(a, wrap_scalar(b.is_floating() ? Scalar(-b.to_double()) : Scalar(-b.to_int()), a)); }
+Tensor operator-(const Tensor& a, const Scalar& b) {
+  return add(a, wrap_scalar(b.is_floating() ? Scalar(-b.to_double()) : Scalar(-b.to_int()), a));
+}
 Tensor operator*(const Tensor& a, const Scalar& b) { return mul(a, wrap_scalar(b, a)); }
 Tensor operator/(const Tensor& a, const Scalar& b) { return div(a, wrap_scalar(b, a)); }
 Tensor operator+(const Scalar& a, const Tensor& b) { return add(wrap_scalar(a, b), b); }

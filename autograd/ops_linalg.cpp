@@ -3,6 +3,9 @@
 #include "autograd/autocast.h"
 #include "autograd/op_helpers.h"
 
+// Autocast categories of the ops defined here (core/autocast_policy.h).
+MT_DECLARE_CAST_POLICY(matmul, LowerPrecision);
+
 namespace mantissa {
 
 using namespace detail;
@@ -37,8 +40,7 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
   auto in = amp::autocast_many("matmul", {a0, b0});
   Tensor a = in[0], b = in[1];
   launch::check_same_device("matmul", {a, b});
-  MT_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul", "both arguments need at least 1 dimension, got ",
-           describe({a, b}));
+  MT_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul", "both arguments need at least 1 dimension, got ", describe({a, b}));
   MT_CHECK(a.dtype() == b.dtype(), "matmul", "expected both operands to have the same dtype, got ", describe({a, b}));
   MT_CHECK(is_floating(a.dtype()), "matmul", "expected floating-point operands, got ", describe({a, b}));
   const bool a1 = a.dim() == 1, b1 = b.dim() == 1;
@@ -52,7 +54,8 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
   int64_t B = shape_numel(batch);
   Tensor a3, b3;
   if (batch_a.empty() && !batch.empty() && a.is_contiguous() == false) a = a.contiguous();
-  // A 2-D left operand times a batch: fold the batch into M when b is the shared one.
+  // Both operands are expanded to the common batch (a copy where one is shared) and run as one
+  // batched GEMM.
   Shape full_a = batch, full_b = batch;
   full_a.push_back(M), full_a.push_back(K);
   full_b.push_back(K), full_b.push_back(N);

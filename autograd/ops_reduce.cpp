@@ -4,6 +4,14 @@
 #include "autograd/autocast.h"
 #include "autograd/op_helpers.h"
 
+// Autocast categories of the ops defined here (core/autocast_policy.h).
+MT_DECLARE_CAST_POLICY(softmax, Fp32);
+MT_DECLARE_CAST_POLICY(log_softmax, Fp32);
+MT_DECLARE_CAST_POLICY(mean, Fp32);
+MT_DECLARE_CAST_POLICY(var, Fp32);
+MT_DECLARE_CAST_POLICY(std, Fp32);
+MT_DECLARE_CAST_POLICY(logsumexp, Fp32);
+
 namespace mantissa {
 
 using namespace detail;
@@ -108,8 +116,12 @@ ValuesIndices extreme_dim(const char* name, bool is_max, const Tensor& x, int64_
 }
 }  // namespace
 
-Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) { return extreme_all("amax", ReduceOp::Max, x, dims, keepdim); }
-Tensor amin(const Tensor& x, const Shape& dims, bool keepdim) { return extreme_all("amin", ReduceOp::Min, x, dims, keepdim); }
+Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) {
+  return extreme_all("amax", ReduceOp::Max, x, dims, keepdim);
+}
+Tensor amin(const Tensor& x, const Shape& dims, bool keepdim) {
+  return extreme_all("amin", ReduceOp::Min, x, dims, keepdim);
+}
 Tensor max(const Tensor& x) { return amax(x); }
 Tensor min(const Tensor& x) { return amin(x); }
 ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim) { return extreme_dim("max", true, x, dim, keepdim); }

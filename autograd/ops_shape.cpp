@@ -6,6 +6,11 @@
 #include "autograd/autocast.h"
 #include "autograd/op_helpers.h"
 
+// Autocast categories of the ops defined here (core/autocast_policy.h).
+MT_DECLARE_CAST_POLICY(cat, Promote);
+MT_DECLARE_CAST_POLICY(stack, Promote);
+MT_DECLARE_CAST_POLICY(scatter_add, Promote);
+
 namespace mantissa {
 
 using namespace detail;
@@ -50,8 +55,8 @@ Shape infer_shape(const Shape& shape, int64_t numel, const char* op, const Tenso
     }
   }
   if (infer >= 0) {
-    MT_CHECK(known != 0 && numel % known == 0, op, "shape ", shape_str(shape), " is invalid for input of size ",
-             numel, " (shape ", x.shape_str(), ")");
+    MT_CHECK(known != 0 && numel % known == 0, op, "shape ", shape_str(shape), " is invalid for input of size ", numel,
+             " (shape ", x.shape_str(), ")");
     out[size_t(infer)] = numel / known;
   }
   MT_CHECK(shape_numel(out) == numel, op, "shape ", shape_str(shape), " is invalid for input of size ", numel,
@@ -112,8 +117,9 @@ Tensor view_scatter(const Tensor& g, const Shape& shape, const Shape& sizes, con
 Tensor Tensor::view(const Shape& shape_in) const {
   Shape shape = infer_shape(shape_in, numel(), "view", *this);
   Shape st;
-  MT_CHECK(view_strides(*this, shape, st), "view", "view shape ", mantissa::shape_str(shape), " is not compatible with the size ",
-           this->shape_str(), " and strides ", mantissa::shape_str(strides()), " of the input; use reshape");
+  MT_CHECK(view_strides(*this, shape, st), "view", "view shape ", mantissa::shape_str(shape),
+           " is not compatible with the size ", this->shape_str(), " and strides ", mantissa::shape_str(strides()),
+           " of the input; use reshape");
   return reshaped_view("ViewBackward", *this, shape, st);
 }
 
@@ -223,8 +229,8 @@ Tensor Tensor::expand(const Shape& shape) const {
     }
     int64_t cur = size(int64_t(i - lead));
     int64_t want = shape[i] == -1 ? cur : shape[i];
-    MT_CHECK(cur == want || cur == 1, "expand", "cannot expand shape ", shape_str(), " to ",
-             mantissa::shape_str(shape), " (dimension ", i, ": ", cur, " vs ", want, ")");
+    MT_CHECK(cur == want || cur == 1, "expand", "cannot expand shape ", shape_str(), " to ", mantissa::shape_str(shape),
+             " (dimension ", i, ": ", cur, " vs ", want, ")");
     sz[i] = want;
     st[i] = cur == want ? stride(int64_t(i - lead)) : 0;
   }
@@ -449,8 +455,8 @@ Tensor scatter_add(const Tensor& x0, int64_t dim_in, const Tensor& index, const 
   Tensor x = in[0], src = in[1].dtype() == in[0].dtype() ? in[1] : in[1].to(in[0].dtype());
   int64_t dim = wrap_dim(dim_in, x.dim(), "scatter_add");
   launch::check_same_device("scatter_add", {x, index, src});
-  MT_CHECK(index.sizes() == src.sizes(), "scatter_add", "index and src must have the same shape: ",
-           describe({index, src}));
+  MT_CHECK(index.sizes() == src.sizes(), "scatter_add",
+           "index and src must have the same shape: ", describe({index, src}));
   MT_CHECK(index.dim() == x.dim(), "scatter_add", "index must have as many dims as the input: ", describe({x, index}));
   for (int64_t d = 0; d < x.dim(); ++d)
     MT_CHECK(d == dim || index.size(d) == x.size(d), "scatter_add",
@@ -479,7 +485,8 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   shape.push_back(num_classes);
   std::vector<int64_t> out(size_t(shape_numel(shape)), 0);
   for (size_t i = 0; i < v.size(); ++i) {
-    MT_CHECK(v[i] >= 0 && v[i] < num_classes, "one_hot", "class value ", v[i], " is out of range [0, ", num_classes, ")");
+    MT_CHECK(v[i] >= 0 && v[i] < num_classes, "one_hot", "class value ", v[i], " is out of range [0, ", num_classes,
+             ")");
     out[i * size_t(num_classes) + size_t(v[i])] = 1;
   }
   return from_vector(out, shape, {.dtype = DType::Int64, .device = indices.device()});

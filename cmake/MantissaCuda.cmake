@@ -19,7 +19,7 @@ if(NOT MANTISSA_CUDA STREQUAL "OFF")
 endif()
 
 # Plain-C++ headers of cuda/ (no CUDA includes; inline no-ops without CUDA) are public.
-install(FILES cuda/cuda_api.h cuda/profiler.h cuda/nccl.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mantissa/cuda)
+install(FILES cuda/cuda_api.h cuda/nccl.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mantissa/cuda)
 
 if(MANTISSA_WITH_CUDA)
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/backend_registry.h"
 #include "core/error.h"
 
 namespace mantissa {
@@ -96,19 +97,14 @@ class CpuCachingAllocator final : public Allocator {
 
 }  // namespace
 
-Allocator* cuda_allocator(int device);  // defined in cuda/ when built with CUDA
-Allocator* cuda_pinned_allocator();      // likewise
-
 Allocator* allocator_for(Device d) {
   if (d.is_cpu()) {
     static CpuCachingAllocator* cpu = new CpuCachingAllocator();  // never destroyed: outlives tensors
     return cpu;
   }
-#ifdef MANTISSA_WITH_CUDA
-  return cuda_allocator(d.index);
-#else
-  MT_FAIL("allocate", "device ", d.str(), " is not available: mantissa was built without CUDA");
-#endif
+  const DeviceBackend* b = find_backend(d.type);
+  MT_CHECK(b != nullptr, "allocate", "device ", d.str(), " is not available: mantissa was built without it");
+  return b->allocator(d.index);
 }
 
 Storage::Storage(size_t n, Device dev) : Storage(n, dev, allocator_for(dev)) {}
@@ -121,10 +117,8 @@ Storage::Storage(size_t n, Device dev, Allocator* allocator) : nbytes(n), device
 Storage::~Storage() { allocator_->deallocate(data, nbytes); }
 
 Allocator* pinned_host_allocator() {
-#ifdef MANTISSA_WITH_CUDA
-  if (cuda_device_count() > 0) return cuda_pinned_allocator();
-#endif
-  return nullptr;
+  if (cuda_device_count() == 0) return nullptr;
+  return find_backend(DeviceType::CUDA)->pinned_host_allocator();
 }
 
 }  // namespace mantissa

@@ -1,53 +1,43 @@
-// The autocast op lists: one table, readable and extensible by users (docs/amp.md). Every
-// entry names an op that looks itself up here; tests/test_amp.cpp checks that each is reached.
+// The autocast table, readable and extensible by users (docs/amp.md). Its built-in entries are
+// declared with their ops: the elementwise lists of core/elementwise_math.h, and a
+// MT_DECLARE_CAST_POLICY next to every other op's definition. tests/test_amp.cpp checks that
+// each entry is reached by its op.
 #include "core/autocast_policy.h"
 
 #include <mutex>
+#include <optional>
 #include <sstream>
+
+#include "core/elementwise_math.h"
 
 namespace mantissa::amp {
 
 namespace {
 
-const std::map<std::string, CastPolicy>& builtin_table() {
-  static const std::map<std::string, CastPolicy> t = {
-      // Lower precision: GEMM-shaped work that tensor cores run in fp16/bf16 with fp32 accumulation.
-      {"matmul", CastPolicy::LowerPrecision},
-      {"linear", CastPolicy::LowerPrecision},
-      {"conv2d", CastPolicy::LowerPrecision},
-      {"scaled_dot_product_attention", CastPolicy::LowerPrecision},  // softmax statistics stay fp32 inside
-      // fp32: ranges or accumulations that fp16 cannot hold.
-      {"exp", CastPolicy::Fp32},
-      {"log", CastPolicy::Fp32},
-      {"log1p", CastPolicy::Fp32},
-      {"pow", CastPolicy::Fp32},
-      {"rsqrt", CastPolicy::Fp32},
-      {"reciprocal", CastPolicy::Fp32},
-      {"softmax", CastPolicy::Fp32},
-      {"log_softmax", CastPolicy::Fp32},
-      {"sum", CastPolicy::Fp32},
-      {"mean", CastPolicy::Fp32},
-      {"prod", CastPolicy::Fp32},
-      {"var", CastPolicy::Fp32},
-      {"std", CastPolicy::Fp32},
-      {"logsumexp", CastPolicy::Fp32},
-      {"layer_norm", CastPolicy::Fp32},
-      {"batch_norm", CastPolicy::Fp32},
-      {"cross_entropy", CastPolicy::Fp32},
-      {"nll_loss", CastPolicy::Fp32},
-      {"mse_loss", CastPolicy::Fp32},
-      {"binary_cross_entropy_with_logits", CastPolicy::Fp32},
-      // Promote: ops combining several inputs into one tensor.
-      {"cat", CastPolicy::Promote},
-      {"stack", CastPolicy::Promote},
-      {"where", CastPolicy::Promote},
-      {"scatter_add", CastPolicy::Promote},
-  };
+// Each op's policy now (builtin or registered) and the one it was declared with, if any.
+struct Entry {
+  CastPolicy policy = CastPolicy::PassThrough;
+  std::optional<CastPolicy> declared;
+};
+
+// The elementwise ops carry their category in their list (core/elementwise_math.h); pass-through
+// ops are not entries.
+std::map<std::string, Entry> listed_ops() {
+  std::map<std::string, Entry> t;
+#define MT_LISTED(Enum, name, F, domain, policy) \
+  if (CastPolicy::policy != CastPolicy::PassThrough) t[name] = Entry{CastPolicy::policy, CastPolicy::policy};
+  MT_UNARY_OPS(MT_LISTED)
+  MT_BINARY_OPS(MT_LISTED)
+#undef MT_LISTED
+#define MT_LISTED(Enum, name, policy) \
+  if (CastPolicy::policy != CastPolicy::PassThrough) t[name] = Entry{CastPolicy::policy, CastPolicy::policy};
+  MT_REDUCE_OPS(MT_LISTED)
+#undef MT_LISTED
   return t;
 }
 
-std::map<std::string, CastPolicy>& table() {
-  static std::map<std::string, CastPolicy> t = builtin_table();
+std::map<std::string, Entry>& table() {
+  static std::map<std::string, Entry> t = listed_ops();
   return t;
 }
 
@@ -83,16 +73,34 @@ CastPolicy cast_policy(const std::string& op) {
   if (t_lookup_log) t_lookup_log->names_.insert(op);
   std::lock_guard<std::mutex> lock(table_mutex());
   auto it = table().find(op);
-  return it == table().end() ? CastPolicy::PassThrough : it->second;
+  return it == table().end() ? CastPolicy::PassThrough : it->second.policy;
 }
 
 void register_cast_policy(const std::string& op, CastPolicy policy) {
   std::lock_guard<std::mutex> lock(table_mutex());
-  table()[op] = policy;
+  table()[op].policy = policy;
 }
 
-const std::map<std::string, CastPolicy>& cast_policy_table() { return table(); }
-const std::map<std::string, CastPolicy>& builtin_cast_policy_table() { return builtin_table(); }
+DeclareCastPolicy::DeclareCastPolicy(const char* op, CastPolicy policy) {
+  std::lock_guard<std::mutex> lock(table_mutex());
+  table()[op] = Entry{policy, policy};
+}
+
+std::map<std::string, CastPolicy> cast_policy_table() {
+  std::lock_guard<std::mutex> lock(table_mutex());
+  std::map<std::string, CastPolicy> out;
+  for (const auto& [op, e] : table())
+    if (e.policy != CastPolicy::PassThrough) out[op] = e.policy;
+  return out;
+}
+
+std::map<std::string, CastPolicy> builtin_cast_policy_table() {
+  std::lock_guard<std::mutex> lock(table_mutex());
+  std::map<std::string, CastPolicy> out;
+  for (const auto& [op, e] : table())
+    if (e.declared && *e.declared != CastPolicy::PassThrough) out[op] = *e.declared;
+  return out;
+}
 
 PolicyLookupLog::PolicyLookupLog() : prev_(t_lookup_log) { t_lookup_log = this; }
 PolicyLookupLog::~PolicyLookupLog() { t_lookup_log = prev_; }
@@ -101,7 +109,7 @@ std::string policy_table_str() {
   std::ostringstream os;
   for (CastPolicy p : {CastPolicy::LowerPrecision, CastPolicy::Fp32, CastPolicy::Promote}) {
     os << policy_name(p) << ":";
-    for (auto& [op, q] : table())
+    for (const auto& [op, q] : cast_policy_table())
       if (q == p) os << " " << op;
     os << "\n";
   }

@@ -1,6 +1,6 @@
 // The autocast policy: which precision each op runs in under mt::amp::Autocast.
-// The table is data (core/autocast_policy.cpp); print it with policy_table_str() and
-// extend it for your own ops with register_cast_policy().
+// Each op declares its category where it is defined; print the table with policy_table_str()
+// and extend it for your own ops with register_cast_policy().
 #pragma once
 #include <map>
 #include <optional>
@@ -38,9 +38,17 @@ inline bool autocast_applies(DeviceType device) {
 CastPolicy cast_policy(const std::string& op);
 // Adds or changes an op's policy; custom ops call this when they are defined.
 void register_cast_policy(const std::string& op, CastPolicy policy);
-const std::map<std::string, CastPolicy>& cast_policy_table();
-// The library's own entries, without later registrations.
-const std::map<std::string, CastPolicy>& builtin_cast_policy_table();
+// Every op that is not pass-through, with its policy now.
+std::map<std::string, CastPolicy> cast_policy_table();
+// The policies the library's ops were declared with, without later registrations.
+std::map<std::string, CastPolicy> builtin_cast_policy_table();
+
+// An op's category, declared next to its definition (MT_DECLARE_CAST_POLICY below); it enters
+// the table when the program loads. The elementwise ops declare theirs in their lists
+// (core/elementwise_math.h).
+struct DeclareCastPolicy {
+  DeclareCastPolicy(const char* op, CastPolicy policy);
+};
 
 // While alive, records on this thread the name of every op that looks up its policy (ops do so
 // only under an enabled autocast). Tests use it to prove each table entry is reached by an op.
@@ -61,3 +69,9 @@ class PolicyLookupLog {
 std::string policy_table_str();
 
 }  // namespace mantissa::amp
+
+// MT_DECLARE_CAST_POLICY(layer_norm, Fp32): at namespace scope in the file defining the op.
+#define MT_DECLARE_CAST_POLICY(op, policy)                                               \
+  [[maybe_unused]] static const ::mantissa::amp::DeclareCastPolicy mt_cast_policy_##op { \
+#op, ::mantissa::amp::CastPolicy::policy                                             \
+  }

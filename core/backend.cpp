@@ -1,32 +1,51 @@
 #include "core/backend.h"
 
+#include "core/backend_registry.h"
 #include "core/cpu/kernels.h"
 #include "core/error.h"
 #include "core/profiler.h"
 
 namespace mantissa {
 
-#ifdef MANTISSA_WITH_CUDA
-const Backend* cuda_backend();  // cuda/backend.cpp
-#endif
+#define MT_NAME_CASE(Enum, name, ...) \
+  case Op::Enum:                      \
+    return name;
+const char* op_name(UnaryOp op) {
+  using Op = UnaryOp;
+  switch (op) { MT_UNARY_OPS(MT_NAME_CASE) }
+  return "unary";
+}
+const char* op_name(BinaryOp op) {
+  using Op = BinaryOp;
+  switch (op) { MT_BINARY_OPS(MT_NAME_CASE) }
+  return "binary";
+}
+const char* op_name(ReduceOp op) {
+  using Op = ReduceOp;
+  switch (op) { MT_REDUCE_OPS(MT_NAME_CASE) }
+  return "reduce";
+}
+#undef MT_NAME_CASE
 
 const Backend& cpu_backend() {
-  static const Backend table{cpu::copy,
-                             cpu::fill,
-                             cpu::unary,
-                             cpu::binary,
-                             cpu::where,
-                             cpu::reduce,
-                             cpu::var_mean,
-                             cpu::softmax,
-                             cpu::matmul,
-                             cpu::index_select,
-                             cpu::gather,
-                             cpu::scatter_add,
-                             cpu::accumulate_grad,
-                             cpu::fused_optimizer_step,
-                             cpu::update_scale,
-                             cpu::dropout_mask};
+  static const Backend table{
+      .copy = cpu::copy,
+      .fill = cpu::fill,
+      .unary = cpu::unary,
+      .binary = cpu::binary,
+      .where = cpu::where,
+      .reduce = cpu::reduce,
+      .var_mean = cpu::var_mean,
+      .softmax = cpu::softmax,
+      .matmul = cpu::matmul,
+      .index_select = cpu::index_select,
+      .gather = cpu::gather,
+      .scatter_add = cpu::scatter_add,
+      .accumulate_grad = cpu::accumulate_grad,
+      .fused_optimizer_step = cpu::fused_optimizer_step,
+      .update_scale = cpu::update_scale,
+      .dropout_mask = cpu::dropout_mask,
+  };
   return table;
 }
 
@@ -37,47 +56,6 @@ namespace {
 // are recorded here: while profiling is on it hands out a twin of the table whose entries
 // open a range named after the op, then call the real kernel. Off, the cost is the branch
 // in backend_for().
-
-const char* unary_name(UnaryOp op) {
-  static const char* const kNames[] = {"neg",   "abs",     "sign",       "exp",       "log",        "log1p",
-                                       "sqrt",  "rsqrt",   "sin",        "cos",       "tanh",       "sigmoid",
-                                       "relu",  "gelu",    "gelu_tanh",  "silu",      "erf",        "reciprocal",
-                                       "square", "logical_not", "pow",   "clamp",     "isfinite"};
-  const size_t i = size_t(op);
-  return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "unary";
-}
-
-const char* binary_name(BinaryOp op) {
-  static const char* const kNames[] = {"add",
-                                       "sub",
-                                       "mul",
-                                       "div",
-                                       "maximum",
-                                       "minimum",
-                                       "pow",
-                                       "eq",
-                                       "ne",
-                                       "lt",
-                                       "le",
-                                       "gt",
-                                       "ge",
-                                       "logical_and",
-                                       "logical_or",
-                                       "relu_backward",
-                                       "gelu_backward",
-                                       "gelu_tanh_backward",
-                                       "silu_backward",
-                                       "sigmoid_backward",
-                                       "tanh_backward"};
-  const size_t i = size_t(op);
-  return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "binary";
-}
-
-const char* reduce_name(ReduceOp op) {
-  static const char* const kNames[] = {"sum", "prod", "max", "min", "argmax", "argmin"};
-  const size_t i = size_t(op);
-  return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "reduce";
-}
 
 // Inner() returns the real table; every entry forwards to it inside a range.
 template <const Backend& (*Inner)()>
@@ -91,11 +69,11 @@ struct Profiled {
     Inner().fill(dst, value);
   }
   static void unary(UnaryOp op, const Tensor& in, const Tensor& out, double a, double b) {
-    profiler::Range r(unary_name(op));
+    profiler::Range r(op_name(op));
     Inner().unary(op, in, out, a, b);
   }
   static void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-    profiler::Range r(binary_name(op));
+    profiler::Range r(op_name(op));
     Inner().binary(op, a, b, out);
   }
   static void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
@@ -103,7 +81,7 @@ struct Profiled {
     Inner().where(cond, a, b, out);
   }
   static void reduce(ReduceOp op, const Tensor& in, const Tensor& out) {
-    profiler::Range r(reduce_name(op));
+    profiler::Range r(op_name(op));
     Inner().reduce(op, in, out);
   }
   static void var_mean(const Tensor& in, const Tensor& var, const Tensor& mean, int64_t correction) {
@@ -150,33 +128,39 @@ struct Profiled {
   }
 
   static const Backend& table() {
-    static const Backend t{copy,         fill,   unary,       binary,          where,
-                           reduce,       var_mean, softmax,   matmul,          index_select,
-                           gather,       scatter_add, accumulate_grad, fused_optimizer_step, update_scale,
-                           dropout_mask};
+    static const Backend t{
+        .copy = copy,
+        .fill = fill,
+        .unary = unary,
+        .binary = binary,
+        .where = where,
+        .reduce = reduce,
+        .var_mean = var_mean,
+        .softmax = softmax,
+        .matmul = matmul,
+        .index_select = index_select,
+        .gather = gather,
+        .scatter_add = scatter_add,
+        .accumulate_grad = accumulate_grad,
+        .fused_optimizer_step = fused_optimizer_step,
+        .update_scale = update_scale,
+        .dropout_mask = dropout_mask,
+    };
     return t;
   }
 };
 
-#ifdef MANTISSA_WITH_CUDA
-const Backend& cuda_table() {
-  const Backend* b = cuda_backend();
-  MT_CHECK(b != nullptr, "dispatch", "no CUDA kernels are registered");
-  return *b;
-}
-#endif
+const Backend& cuda_table() { return *find_backend(DeviceType::CUDA)->kernels; }
 
 }  // namespace
 
 const Backend& backend_for(Device d) {
   if (d.is_cpu()) return profiler::enabled() ? Profiled<cpu_backend>::table() : cpu_backend();
-#ifdef MANTISSA_WITH_CUDA
-  MT_CHECK(d.index < cuda_device_count(), "dispatch", "device ", d.str(), " is not available (",
-           cuda_device_count(), " CUDA devices found)");
-  return profiler::enabled() ? Profiled<cuda_table>::table() : cuda_table();
-#else
-  MT_FAIL("dispatch", "device ", d.str(), " is not available: mantissa was built without CUDA");
-#endif
+  const DeviceBackend* b = find_backend(d.type);
+  MT_CHECK(b != nullptr, "dispatch", "device ", d.str(), " is not available: mantissa was built without it");
+  MT_CHECK(d.index < b->device_count(), "dispatch", "device ", d.str(), " is not available (", b->device_count(),
+           " devices found)");
+  return profiler::enabled() ? Profiled<cuda_table>::table() : *b->kernels;
 }
 
 }  // namespace mantissa

@@ -1,6 +1,7 @@
-// The op dispatch table: one set of kernels per device type. Ops in core/ops.cpp do
-// shape and dtype inference, then call the table of their inputs' device. cuda/
-// fills the CUDA row; nothing above core/ sees a device kernel directly.
+// The op dispatch table: one set of kernels per device type. The ops (autograd/ops_*.cpp,
+// nn/functional*.cpp, through core/launch.h) do shape and dtype inference, then call the table
+// of their inputs' device. cuda/ registers the CUDA row (core/backend_registry.h); nothing
+// above core/ sees a device kernel directly.
 //
 // Kernel contracts: every operand is already of the op's compute dtype and on one
 // device; `out` is contiguous unless stated; inputs may be arbitrarily strided and
@@ -14,24 +15,17 @@
 
 namespace mantissa {
 
-enum class UnaryOp : uint8_t {
-  Neg, Abs, Sign, Exp, Log, Log1p, Sqrt, Rsqrt, Sin, Cos, Tanh, Sigmoid, Relu,
-  GeluErf, GeluTanh, Silu, Erf, Reciprocal, Square, LogicalNot,
-  PowScalar,    // x ^ a
-  Clamp,        // min(max(x, a), b)
-  IsFinite,     // out is bool
-};
+// The op enums, generated from the lists in core/elementwise_math.h.
+#define MT_ENUMERATOR(Enum, ...) Enum,
+enum class UnaryOp : uint8_t { MT_UNARY_OPS(MT_ENUMERATOR) };
+enum class BinaryOp : uint8_t { MT_BINARY_OPS(MT_ENUMERATOR) };
+enum class ReduceOp : uint8_t { MT_REDUCE_OPS(MT_ENUMERATOR) };
+#undef MT_ENUMERATOR
 
-enum class BinaryOp : uint8_t {
-  Add, Sub, Mul, Div, Maximum, Minimum, Pow,
-  Eq, Ne, Lt, Le, Gt, Ge,  // out is bool
-  LogicalAnd, LogicalOr,
-  // Fused backward formulas: (grad, x) -> grad * f'(x)
-  ReluBackward, GeluErfBackward, GeluTanhBackward, SiluBackward, SigmoidBackwardFromOutput,
-  TanhBackwardFromOutput,
-};
-
-enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin };
+// The op's name in errors, profiler ranges and the autocast table.
+const char* op_name(UnaryOp op);
+const char* op_name(BinaryOp op);
+const char* op_name(ReduceOp op);
 
 // One parameter of a fused optimizer step. Every tensor is contiguous and on the
 // launch's device; param, grad and state share the master's dtype (float32 or float64).

@@ -1,26 +1,20 @@
 #include "core/device.h"
 
+#include "core/backend_registry.h"
 #include "core/error.h"
 #include "core/profiler.h"
 
 namespace mantissa {
 
-#ifdef MANTISSA_WITH_CUDA
-int cuda_runtime_device_count();  // cuda/device.cpp; 0 when no GPU or driver is present
-#endif
-
 int cuda_device_count() {
-#ifdef MANTISSA_WITH_CUDA
   static const int n = [] {
-    const int count = cuda_runtime_device_count();
+    const DeviceBackend* cuda = find_backend(DeviceType::CUDA);
+    const int count = cuda ? cuda->device_count() : 0;
     // Profiler ranges are on by default when there is a GPU to profile (core/profiler.h).
     if (count > 0) profiler::set_default(true);
     return count;
   }();
   return n;
-#else
-  return 0;
-#endif
 }
 
 Device Device::best() { return cuda_device_count() > 0 ? Device::cuda(0) : Device::cpu(); }

@@ -1,4 +1,5 @@
-// Per-element math, written once for the CPU and CUDA launchers (docs/design.md §3).
+// Per-element math, written once for the CPU and CUDA launchers, and the elementwise op lists
+// at the end of this file (docs/adding-an-op.md).
 // Each functor maps compute-type values (float for fp16/bf16/fp32, double for fp64)
 // to a compute-type result; the launchers convert from and to storage types.
 #pragma once
@@ -19,42 +20,137 @@ MT_HOST_DEVICE T sigmoid(T x) {
 }
 
 // --- unary forward ---
-struct Neg { template <typename T> MT_HOST_DEVICE T operator()(T x) const { return -x; } };
-struct Abs { template <typename T> MT_HOST_DEVICE T operator()(T x) const { return x < T(0) ? -x : x; } };
-struct Sign {
-  template <typename T> MT_HOST_DEVICE T operator()(T x) const { return T((T(0) < x) - (x < T(0))); }
+struct Neg {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T x) const {
+    return -x;
+  }
 };
-struct Exp { template <typename T> MT_HOST_DEVICE T operator()(T x) const { return std::exp(x); } };
-struct Log { template <typename T> MT_HOST_DEVICE T operator()(T x) const { return std::log(x); } };
-struct Log1p { template <typename T> MT_HOST_DEVICE T operator()(T x) const { return std::log1p(x); } };
-struct Sqrt { template <typename T> MT_HOST_DEVICE T operator()(T x) const { return std::sqrt(x); } };
-struct Rsqrt { template <typename T> MT_HOST_DEVICE T operator()(T x) const { return T(1) / std::sqrt(x); } };
-struct Sin { template <typename T> MT_HOST_DEVICE T operator()(T x) const { return std::sin(x); } };
-struct Cos { template <typename T> MT_HOST_DEVICE T operator()(T x) const { return std::cos(x); } };
-struct Tanh { template <typename T> MT_HOST_DEVICE T operator()(T x) const { return std::tanh(x); } };
-struct Sigmoid { template <typename T> MT_HOST_DEVICE T operator()(T x) const { return sigmoid(x); } };
+struct Abs {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T x) const {
+    return x < T(0) ? -x : x;
+  }
+};
+struct Sign {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T x) const {
+    return T((T(0) < x) - (x < T(0)));
+  }
+};
+struct Exp {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T x) const {
+    return std::exp(x);
+  }
+};
+struct Log {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T x) const {
+    return std::log(x);
+  }
+};
+struct Log1p {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T x) const {
+    return std::log1p(x);
+  }
+};
+struct Sqrt {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T x) const {
+    return std::sqrt(x);
+  }
+};
+struct Rsqrt {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T x) const {
+    return T(1) / std::sqrt(x);
+  }
+};
+struct Sin {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T x) const {
+    return std::sin(x);
+  }
+};
+struct Cos {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T x) const {
+    return std::cos(x);
+  }
+};
+struct Tanh {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T x) const {
+    return std::tanh(x);
+  }
+};
+struct Sigmoid {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T x) const {
+    return sigmoid(x);
+  }
+};
 // NaN propagates (NaN < 0 is false), as in PyTorch: a diverging run must stay visible.
-struct Relu { template <typename T> MT_HOST_DEVICE T operator()(T x) const { return x < T(0) ? T(0) : x; } };
-struct Erf { template <typename T> MT_HOST_DEVICE T operator()(T x) const { return std::erf(x); } };
-struct Reciprocal { template <typename T> MT_HOST_DEVICE T operator()(T x) const { return T(1) / x; } };
-struct Square { template <typename T> MT_HOST_DEVICE T operator()(T x) const { return x * x; } };
+struct Relu {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T x) const {
+    return x < T(0) ? T(0) : x;
+  }
+};
+struct Erf {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T x) const {
+    return std::erf(x);
+  }
+};
+struct Reciprocal {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T x) const {
+    return T(1) / x;
+  }
+};
+struct Square {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T x) const {
+    return x * x;
+  }
+};
 // gelu(x) = x * Phi(x), Phi the standard normal CDF.
 struct GeluErf {
-  template <typename T> MT_HOST_DEVICE T operator()(T x) const {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T x) const {
     return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
   }
 };
 // gelu(x) ~= 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 struct GeluTanh {
-  template <typename T> MT_HOST_DEVICE T operator()(T x) const {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T x) const {
     T inner = T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);
     return T(0.5) * x * (T(1) + std::tanh(inner));
   }
 };
-struct Silu { template <typename T> MT_HOST_DEVICE T operator()(T x) const { return x * sigmoid(x); } };
+struct Silu {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T x) const {
+    return x * sigmoid(x);
+  }
+};
+// softplus(x) = log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (PyTorch).
+struct Softplus {
+  double beta, threshold;
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T x) const {
+    const T bx = T(beta) * x;
+    return bx > T(threshold) ? x : std::log1p(std::exp(bx)) / T(beta);
+  }
+};
 struct PowScalar {
   double e;
-  template <typename T> MT_HOST_DEVICE T operator()(T x) const {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T x) const {
     if (e == 2.0) return x * x;
     if (e == 0.5) return std::sqrt(x);
     return std::pow(x, T(e));
@@ -62,7 +158,8 @@ struct PowScalar {
 };
 struct Clamp {
   double lo, hi;
-  template <typename T> MT_HOST_DEVICE T operator()(T x) const {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T x) const {
     // NaN propagates, as in PyTorch.
     if (x != x) return x;
     return x < T(lo) ? T(lo) : (x > T(hi) ? T(hi) : x);
@@ -70,30 +167,58 @@ struct Clamp {
 };
 
 // --- binary forward ---
-struct Add { template <typename T> MT_HOST_DEVICE T operator()(T a, T b) const { return a + b; } };
-struct Sub { template <typename T> MT_HOST_DEVICE T operator()(T a, T b) const { return a - b; } };
-struct Mul { template <typename T> MT_HOST_DEVICE T operator()(T a, T b) const { return a * b; } };
-struct Div { template <typename T> MT_HOST_DEVICE T operator()(T a, T b) const { return a / b; } };
+struct Add {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+struct Sub {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T a, T b) const {
+    return a - b;
+  }
+};
+struct Mul {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T a, T b) const {
+    return a * b;
+  }
+};
+struct Div {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T a, T b) const {
+    return a / b;
+  }
+};
 struct Maximum {
-  template <typename T> MT_HOST_DEVICE T operator()(T a, T b) const {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T a, T b) const {
     if (a != a) return a;
     if (b != b) return b;
     return a > b ? a : b;
   }
 };
 struct Minimum {
-  template <typename T> MT_HOST_DEVICE T operator()(T a, T b) const {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T a, T b) const {
     if (a != a) return a;
     if (b != b) return b;
     return a < b ? a : b;
   }
 };
-struct Pow { template <typename T> MT_HOST_DEVICE T operator()(T a, T b) const { return std::pow(a, b); } };
+struct Pow {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T a, T b) const {
+    return std::pow(a, b);
+  }
+};
 
 // Integer floor division, as torch's div with rounding_mode='floor'; the op checks for zero
 // divisors before launching (0 here only keeps the kernel defined).
 struct FloorDivInt {
-  template <typename T> MT_HOST_DEVICE T operator()(T a, T b) const {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T a, T b) const {
     if (b == T(0)) return T(0);
     T q = a / b;
     return (q * b != a && ((a < T(0)) != (b < T(0)))) ? T(q - 1) : q;
@@ -101,36 +226,87 @@ struct FloorDivInt {
 };
 
 // Comparisons and logical ops: inputs in the compute type, output bool.
-struct Eq { template <typename T> MT_HOST_DEVICE bool operator()(T a, T b) const { return a == b; } };
-struct Ne { template <typename T> MT_HOST_DEVICE bool operator()(T a, T b) const { return a != b; } };
-struct Lt { template <typename T> MT_HOST_DEVICE bool operator()(T a, T b) const { return a < b; } };
-struct Le { template <typename T> MT_HOST_DEVICE bool operator()(T a, T b) const { return a <= b; } };
-struct Gt { template <typename T> MT_HOST_DEVICE bool operator()(T a, T b) const { return a > b; } };
-struct Ge { template <typename T> MT_HOST_DEVICE bool operator()(T a, T b) const { return a >= b; } };
+struct Eq {
+  template <typename T>
+  MT_HOST_DEVICE bool operator()(T a, T b) const {
+    return a == b;
+  }
+};
+struct Ne {
+  template <typename T>
+  MT_HOST_DEVICE bool operator()(T a, T b) const {
+    return a != b;
+  }
+};
+struct Lt {
+  template <typename T>
+  MT_HOST_DEVICE bool operator()(T a, T b) const {
+    return a < b;
+  }
+};
+struct Le {
+  template <typename T>
+  MT_HOST_DEVICE bool operator()(T a, T b) const {
+    return a <= b;
+  }
+};
+struct Gt {
+  template <typename T>
+  MT_HOST_DEVICE bool operator()(T a, T b) const {
+    return a > b;
+  }
+};
+struct Ge {
+  template <typename T>
+  MT_HOST_DEVICE bool operator()(T a, T b) const {
+    return a >= b;
+  }
+};
 struct LogicalAnd {
-  template <typename T> MT_HOST_DEVICE bool operator()(T a, T b) const { return a != T(0) && b != T(0); }
+  template <typename T>
+  MT_HOST_DEVICE bool operator()(T a, T b) const {
+    return a != T(0) && b != T(0);
+  }
 };
 struct LogicalOr {
-  template <typename T> MT_HOST_DEVICE bool operator()(T a, T b) const { return a != T(0) || b != T(0); }
+  template <typename T>
+  MT_HOST_DEVICE bool operator()(T a, T b) const {
+    return a != T(0) || b != T(0);
+  }
 };
-struct LogicalNot { template <typename T> MT_HOST_DEVICE bool operator()(T x) const { return !(x != T(0)); } };
+struct LogicalNot {
+  template <typename T>
+  MT_HOST_DEVICE bool operator()(T x) const {
+    return !(x != T(0));
+  }
+};
 // x - x is 0 for finite x and NaN for inf/NaN: no isfinite() needed on either side.
-struct IsFinite { template <typename T> MT_HOST_DEVICE bool operator()(T x) const { return x - x == T(0); } };
+struct IsFinite {
+  template <typename T>
+  MT_HOST_DEVICE bool operator()(T x) const {
+    return x - x == T(0);
+  }
+};
 
 // --- fused backward formulas: (grad, saved) -> grad * f'(.) ---
 struct ReluBackward {
   // x is relu's output; PyTorch's threshold_backward passes g unless x <= 0 (so NaN passes g).
-  template <typename T> MT_HOST_DEVICE T operator()(T g, T x) const { return x <= T(0) ? T(0) : g; }
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T g, T x) const {
+    return x <= T(0) ? T(0) : g;
+  }
 };
 struct GeluErfBackward {
-  template <typename T> MT_HOST_DEVICE T operator()(T g, T x) const {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T g, T x) const {
     T cdf = T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
     T pdf = std::exp(T(-0.5) * x * x) * T(0.39894228040143267794);
     return g * (cdf + x * pdf);
   }
 };
 struct GeluTanhBackward {
-  template <typename T> MT_HOST_DEVICE T operator()(T g, T x) const {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T g, T x) const {
     const T k = T(0.79788456080286535588);
     T x2 = x * x;
     T inner = k * (x + T(0.044715) * x2 * x);
@@ -140,28 +316,118 @@ struct GeluTanhBackward {
   }
 };
 struct SiluBackward {
-  template <typename T> MT_HOST_DEVICE T operator()(T g, T x) const {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T g, T x) const {
     T s = sigmoid(x);
     return g * s * (T(1) + x * (T(1) - s));
   }
 };
 struct SigmoidBackwardFromOutput {
-  template <typename T> MT_HOST_DEVICE T operator()(T g, T y) const { return g * y * (T(1) - y); }
-};
-struct TanhBackwardFromOutput {
-  template <typename T> MT_HOST_DEVICE T operator()(T g, T y) const { return g * (T(1) - y * y); }
-};
-
-// --- optimizer and loss-scaling steps (applied per parameter element) ---
-
-// Unscale a gradient by 1/scale and report whether it was finite.
-struct UnscaleAndCheck {
-  float inv_scale;
-  MT_HOST_DEVICE float operator()(float g, bool& found_inf) const {
-    if (!(g - g == 0.0f)) found_inf = true;  // true for inf and NaN
-    return g * inv_scale;
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T g, T y) const {
+    return g * y * (T(1) - y);
   }
 };
+struct TanhBackwardFromOutput {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T g, T y) const {
+    return g * (T(1) - y * y);
+  }
+};
+
+// ---------------------------------------------------------------- the elementwise op lists
+// One line per op; everything else is derived from these lists: the UnaryOp/BinaryOp enums
+// and op names (core/backend.h), the CPU and CUDA dispatch with each domain's dtype rules
+// (core/elementwise_dispatch.h), profiler range names, and the op's autocast category
+// (core/autocast_policy.cpp). A functor with parameters takes the op's scalars (a, b) as its
+// members, in order (PowScalar{a}, Clamp{a, b}).
+//
+// X(Enum, "name", functor, domain, autocast category)
+//   domain  Numeric: every dtype but bool, out of the input's dtype
+//           Floating: floating dtypes only, out of the input's dtype
+//           FloatingToBool / AnyToBool: out is bool
+//           Arithmetic (binary): every dtype; integers apply IntegerForm<functor>
+#define MT_UNARY_OPS(X)                                                         \
+  X(Neg, "neg", Neg, Numeric, PassThrough)                                      \
+  X(Abs, "abs", Abs, Numeric, PassThrough)                                      \
+  X(Sign, "sign", Sign, Numeric, PassThrough)                                   \
+  X(Exp, "exp", Exp, Floating, Fp32)                                            \
+  X(Log, "log", Log, Floating, Fp32)                                            \
+  X(Log1p, "log1p", Log1p, Floating, Fp32)                                      \
+  X(Sqrt, "sqrt", Sqrt, Floating, PassThrough)                                  \
+  X(Rsqrt, "rsqrt", Rsqrt, Floating, Fp32)                                      \
+  X(Sin, "sin", Sin, Floating, PassThrough)                                     \
+  X(Cos, "cos", Cos, Floating, PassThrough)                                     \
+  X(Tanh, "tanh", Tanh, Floating, PassThrough)                                  \
+  X(Sigmoid, "sigmoid", Sigmoid, Floating, PassThrough)                         \
+  X(Relu, "relu", Relu, Numeric, PassThrough)                                   \
+  X(GeluErf, "gelu", GeluErf, Floating, PassThrough)                            \
+  X(GeluTanh, "gelu_tanh", GeluTanh, Floating, PassThrough)                     \
+  X(Silu, "silu", Silu, Floating, PassThrough)                                  \
+  X(Softplus, "softplus", Softplus, Floating, Fp32) /* a: beta, b: threshold */ \
+  X(Erf, "erf", Erf, Floating, PassThrough)                                     \
+  X(Reciprocal, "reciprocal", Reciprocal, Floating, Fp32)                       \
+  X(Square, "square", Square, Numeric, PassThrough)                             \
+  X(LogicalNot, "logical_not", LogicalNot, AnyToBool, PassThrough)              \
+  X(PowScalar, "pow", PowScalar, Floating, Fp32) /* x ^ a */                    \
+  X(Clamp, "clamp", Clamp, Numeric, PassThrough) /* min(max(x, a), b) */        \
+  X(IsFinite, "isfinite", IsFinite, FloatingToBool, PassThrough)
+
+#define MT_BINARY_OPS(X)                                                                             \
+  X(Add, "add", Add, Arithmetic, PassThrough)                                                        \
+  X(Sub, "sub", Sub, Arithmetic, PassThrough)                                                        \
+  X(Mul, "mul", Mul, Arithmetic, PassThrough)                                                        \
+  X(Div, "div", Div, Arithmetic, PassThrough)                                                        \
+  X(Maximum, "maximum", Maximum, Arithmetic, PassThrough)                                            \
+  X(Minimum, "minimum", Minimum, Arithmetic, PassThrough)                                            \
+  X(Pow, "pow", Pow, Floating, Fp32)                                                                 \
+  X(Eq, "eq", Eq, AnyToBool, PassThrough)                                                            \
+  X(Ne, "ne", Ne, AnyToBool, PassThrough)                                                            \
+  X(Lt, "lt", Lt, AnyToBool, PassThrough)                                                            \
+  X(Le, "le", Le, AnyToBool, PassThrough)                                                            \
+  X(Gt, "gt", Gt, AnyToBool, PassThrough)                                                            \
+  X(Ge, "ge", Ge, AnyToBool, PassThrough)                                                            \
+  X(LogicalAnd, "logical_and", LogicalAnd, AnyToBool, PassThrough)                                   \
+  X(LogicalOr, "logical_or", LogicalOr, AnyToBool, PassThrough)                                      \
+  /* Fused backward formulas: (grad, x) -> grad * f'(x) */                                           \
+  X(ReluBackward, "relu_backward", ReluBackward, Floating, PassThrough)                              \
+  X(GeluErfBackward, "gelu_backward", GeluErfBackward, Floating, PassThrough)                        \
+  X(GeluTanhBackward, "gelu_tanh_backward", GeluTanhBackward, Floating, PassThrough)                 \
+  X(SiluBackward, "silu_backward", SiluBackward, Floating, PassThrough)                              \
+  X(SigmoidBackwardFromOutput, "sigmoid_backward", SigmoidBackwardFromOutput, Floating, PassThrough) \
+  X(TanhBackwardFromOutput, "tanh_backward", TanhBackwardFromOutput, Floating, PassThrough)
+
+// Reductions (kernels: core/cpu/reduce.cpp, cuda/reduce.cu). X(Enum, "name", autocast category)
+#define MT_REDUCE_OPS(X)           \
+  X(Sum, "sum", Fp32)              \
+  X(Prod, "prod", Fp32)            \
+  X(Max, "max", PassThrough)       \
+  X(Min, "min", PassThrough)       \
+  X(ArgMax, "argmax", PassThrough) \
+  X(ArgMin, "argmin", PassThrough)
+
+// The integer version of an Arithmetic binary functor (division floors on integers).
+template <typename F>
+struct IntegerForm {
+  using type = F;
+};
+template <>
+struct IntegerForm<Div> {
+  using type = FloorDivInt;
+};
+
+// A functor built from an op's scalar arguments: F{a, b}, F{a} or F{}, whichever F takes.
+template <typename F>
+MT_HOST_DEVICE F make_functor(double a, double b) {
+  if constexpr (requires { F{a, b}; })
+    return F{a, b};
+  else if constexpr (requires { F{a}; })
+    return F{a};
+  else
+    return F{};
+}
+
+// --- optimizer and loss-scaling steps (applied per parameter element) ---
 
 // Gradient accumulation into an fp32 (or fp64) master gradient that raises a flag on
 // inf/NaN: the GradScaler's overflow check rides on this pass instead of a separate one.
@@ -206,7 +472,6 @@ struct AdamUpdateT {
     w -= step_size * m / denom;
   }
 };
-using AdamUpdate = AdamUpdateT<float>;
 
 // One SGD update with optional momentum / dampening / nesterov / weight decay / maximize.
 // On a parameter's first step with momentum the buffer starts as the gradient (PyTorch).
@@ -224,7 +489,6 @@ struct SgdUpdateT {
     w -= lr * g;
   }
 };
-using SgdUpdate = SgdUpdateT<float>;
 
 // The hyper-parameters of one parameter group as the fused step kernels receive them
 // (plain data: passed by value to CUDA kernels). The per-step functor is built from it per
@@ -235,8 +499,8 @@ struct OptimizerHyper {
   OptimizerKind kind = OptimizerKind::Sgd;
   double lr = 0, weight_decay = 0;
   bool maximize = false;
-  double momentum = 0, dampening = 0;  // SGD
-  bool nesterov = false;               // SGD
+  double momentum = 0, dampening = 0;             // SGD
+  bool nesterov = false;                          // SGD
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // Adam / AdamW
   bool decoupled_weight_decay = false;            // AdamW
   bool amsgrad = false;                           // Adam / AdamW
@@ -264,8 +528,8 @@ MT_HOST_DEVICE AdamUpdateT<T> adam_update_for(const OptimizerHyper& h, int64_t t
 // SGD's functor; first_step: the momentum buffer starts as the gradient.
 template <typename T>
 MT_HOST_DEVICE SgdUpdateT<T> sgd_update_for(const OptimizerHyper& h, bool first_step) {
-  return SgdUpdateT<T>{T(h.lr), T(h.momentum), T(1.0 - h.dampening), T(h.weight_decay), h.nesterov, h.maximize,
-                       first_step};
+  return SgdUpdateT<T>{T(h.lr),    T(h.momentum), T(1.0 - h.dampening), T(h.weight_decay), h.nesterov,
+                       h.maximize, first_step};
 }
 
 // --- dynamic loss scaling (GradScaler::update), one application per step ---

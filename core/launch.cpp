@@ -12,8 +12,8 @@ void check_same_device(const char* op, std::initializer_list<Tensor> ts) {
   for (const Tensor& t : ts) {
     if (!t.defined()) continue;
     if (!first) first = &t;
-    MT_CHECK(t.device() == first->device(), op, "expected all tensors on one device, got ",
-             first->device().str(), " and ", t.device().str());
+    MT_CHECK(t.device() == first->device(), op, "expected all tensors on one device, got ", first->device().str(),
+             " and ", t.device().str());
   }
 }
 
@@ -61,8 +61,10 @@ Shape reduced_shape(const Shape& in, const std::vector<int64_t>& dims, bool keep
   Shape out;
   for (int64_t d = 0; d < int64_t(in.size()); ++d) {
     bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
-    if (!reduced) out.push_back(in[d]);
-    else if (keepdim) out.push_back(1);
+    if (!reduced)
+      out.push_back(in[d]);
+    else if (keepdim)
+      out.push_back(1);
   }
   return out;
 }
@@ -94,8 +96,7 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bo
   Shape kept;
   Tensor rows = move_dims_last(x, dims, kept);
   if (rows.size(1) == 0) {
-    static const char* const kNames[] = {"sum", "prod", "max", "min", "argmax", "argmin"};
-    MT_CHECK(op == ReduceOp::Sum || op == ReduceOp::Prod, kNames[int(op)], "cannot reduce over an empty dimension of ",
+    MT_CHECK(op == ReduceOp::Sum || op == ReduceOp::Prod, op_name(op), "cannot reduce over an empty dimension of ",
              x.shape_str(), " (max/min/argmax have no identity)");
   }
   Tensor out = make_tensor(reduced_shape(x.sizes(), dims, keepdim), out_dtype, x.device());

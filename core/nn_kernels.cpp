@@ -1,52 +1,44 @@
 #include "core/nn_kernels.h"
 
-#include <array>
-#include <atomic>
 #include <utility>
 
 #include "core/backend.h"
+#include "core/backend_registry.h"
 #include "core/cpu/nn_kernels.h"
 #include "core/error.h"
 #include "core/profiler.h"
 
 namespace mantissa {
 
-#ifdef MANTISSA_WITH_CUDA
-const Backend* cuda_backend();  // cuda/backend.cpp
-#endif
-
 namespace {
 
 const NnKernels* cpu_nn_kernels() {
-  static const NnKernels table{cpu::conv2d_forward,
-                               cpu::conv2d_backward,
-                               cpu::im2col,
-                               cpu::col2im,
-                               cpu::max_pool2d,
-                               cpu::avg_pool2d,
-                               cpu::avg_pool2d_backward,
-                               cpu::adaptive_avg_pool2d,
-                               cpu::adaptive_avg_pool2d_backward,
-                               cpu::layer_norm,
-                               cpu::layer_norm_backward,
-                               cpu::batch_norm_stats,
-                               cpu::batch_norm_apply,
-                               cpu::batch_norm_backward,
-                               cpu::cross_entropy,
-                               cpu::cross_entropy_backward,
-                               cpu::attention_forward,
-                               cpu::attention_backward,
-                               cpu::triangle};
+  static const NnKernels table{
+      .conv2d_forward = cpu::conv2d_forward,
+      .conv2d_backward = cpu::conv2d_backward,
+      .im2col = cpu::im2col,
+      .col2im = cpu::col2im,
+      .max_pool2d = cpu::max_pool2d,
+      .avg_pool2d = cpu::avg_pool2d,
+      .avg_pool2d_backward = cpu::avg_pool2d_backward,
+      .adaptive_avg_pool2d = cpu::adaptive_avg_pool2d,
+      .adaptive_avg_pool2d_backward = cpu::adaptive_avg_pool2d_backward,
+      .layer_norm = cpu::layer_norm,
+      .layer_norm_backward = cpu::layer_norm_backward,
+      .batch_norm_stats = cpu::batch_norm_stats,
+      .batch_norm_apply = cpu::batch_norm_apply,
+      .batch_norm_backward = cpu::batch_norm_backward,
+      .cross_entropy = cpu::cross_entropy,
+      .cross_entropy_backward = cpu::cross_entropy_backward,
+      .attention_forward = cpu::attention_forward,
+      .attention_backward = cpu::attention_backward,
+      .triangle = cpu::triangle,
+  };
   return &table;
 }
 
-std::array<std::atomic<const NnKernels*>, kNumDeviceTypes>& registry() {
-  static std::array<std::atomic<const NnKernels*>, kNumDeviceTypes> r{};
-  return r;
-}
-
 const NnKernels& cpu_table() { return *cpu_nn_kernels(); }
-const NnKernels& cuda_table() { return *registry()[size_t(DeviceType::CUDA)].load(); }
+const NnKernels& cuda_table() { return *find_backend(DeviceType::CUDA)->nn; }
 
 // While profiling is on, nn_kernels_for() hands out this twin of a table: each entry opens
 // a range named after the kernel, then calls the real one (see core/backend.cpp).
@@ -58,8 +50,7 @@ struct Profiled {
     (Inner().*Member)(std::forward<Args>(args)...);
   }
   // Each entry: a lambda with the entry's signature that forwards through call<>().
-#define MT_PROFILED_ENTRY(entry)                                                        \
-  .entry = [](auto... args) { call<&NnKernels::entry>(#entry, args...); }
+#define MT_PROFILED_ENTRY(entry) .entry = [](auto... args) { call<&NnKernels::entry>(#entry, args...); }
   static const NnKernels& table() {
     static const NnKernels t{
         MT_PROFILED_ENTRY(conv2d_forward),
@@ -89,15 +80,10 @@ struct Profiled {
 
 }  // namespace
 
-void register_nn_kernels(DeviceType type, const NnKernels* kernels) { registry()[size_t(type)].store(kernels); }
-
 const NnKernels& nn_kernels_for(Device device, const char* op) {
   if (device.is_cpu()) return profiler::enabled() ? Profiled<cpu_table>::table() : *cpu_nn_kernels();
   (void)backend_for(device);  // throws when the device is not available
-#ifdef MANTISSA_WITH_CUDA
-  if (device.is_cuda()) (void)cuda_backend();  // loading the CUDA backend registers its row
-#endif
-  const NnKernels* k = registry()[size_t(device.type)].load();
+  const NnKernels* k = find_backend(device.type)->nn;
   MT_CHECK(k != nullptr, op, "no kernels for ", device.str(), " are registered (the op runs on the CPU only)");
   if (device.type == DeviceType::CUDA && profiler::enabled()) return Profiled<cuda_table>::table();
   return *k;

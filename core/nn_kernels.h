@@ -1,7 +1,7 @@
 // The device kernels behind the nn ops (convolution, pooling, normalization,
 // cross-entropy): a second dispatch table beside core/backend.h, so nn/ never calls
 // a device kernel directly. The CPU row lives in core/cpu/nn_*.cpp; a device backend
-// (cuda/) registers its row once with register_nn_kernels().
+// (cuda/) registers its row with its DeviceBackend (core/backend_registry.h).
 //
 // Contracts common to every entry: all tensors are contiguous and on one device;
 // `x`, `w`, `y` and gradients of them share one floating dtype T; "acc" tensors
@@ -126,8 +126,6 @@ inline void batch_norm_dims(const Tensor& x, int64_t& N, int64_t& C, int64_t& S)
 
 // The nn kernels for `device`; throws mantissa::Error naming `op` when none are registered.
 const NnKernels& nn_kernels_for(Device device, const char* op);
-// Installs the kernels of a device type (called by a device backend when it loads).
-void register_nn_kernels(DeviceType type, const NnKernels* kernels);
 
 // Output length of a convolution or pooling window along one dim (floor, or ceil as
 // PyTorch's ceil_mode: a last window must start inside the input or left padding).

@@ -5,31 +5,13 @@
 
 namespace mantissa {
 
-#ifdef MANTISSA_WITH_CUDA
-// cuda/profiler.cpp: NVTX push/pop. Referenced from here so that a static libmantissa
-// always links them in.
-void cuda_nvtx_push(const char* name);
-void cuda_nvtx_pop();
-#endif
-
 namespace profiler {
 
 namespace {
 
-std::atomic<void (*)(const char*)> g_push{
-#ifdef MANTISSA_WITH_CUDA
-    &cuda_nvtx_push
-#else
-    nullptr
-#endif
-};
-std::atomic<void (*)()> g_pop{
-#ifdef MANTISSA_WITH_CUDA
-    &cuda_nvtx_pop
-#else
-    nullptr
-#endif
-};
+// Installed by set_hooks(), or by a device backend's registration (NVTX; core/backend_registry.h).
+std::atomic<void (*)(const char*)> g_push{nullptr};
+std::atomic<void (*)()> g_pop{nullptr};
 // Set once the environment or set_enabled() chose; set_default() then changes nothing.
 std::atomic<bool> g_decided{false};
 thread_local Counts t_counts;
@@ -74,6 +56,11 @@ void pop() {
 Hooks set_hooks(Hooks hooks) {
   Hooks prev{g_push.exchange(hooks.push), g_pop.exchange(hooks.pop)};
   return prev;
+}
+
+void install_default_hooks(Hooks hooks) {
+  void (*none)(const char*) = nullptr;
+  if (g_push.compare_exchange_strong(none, hooks.push)) g_pop.store(hooks.pop);
 }
 
 Counts thread_counts() { return t_counts; }

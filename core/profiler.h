@@ -31,12 +31,15 @@ void set_default(bool on);
 void push(const char* name);
 void pop();
 
-// Where ranges go: NVTX in CUDA builds, nowhere otherwise. Tests install recorders.
+// Where ranges go: NVTX when the CUDA backend is linked in, nowhere otherwise. Tests install
+// recorders.
 struct Hooks {
   void (*push)(const char* name) = nullptr;
   void (*pop)() = nullptr;
 };
 Hooks set_hooks(Hooks hooks);  // returns the previous hooks
+// A device backend's hooks, installed only while no hooks are (core/backend_registry.cpp).
+void install_default_hooks(Hooks hooks);
 
 // Ranges pushed and popped by this thread since it started (tests check the balance).
 struct Counts {

@@ -37,9 +37,7 @@ struct TensorImpl {
 
   int64_t numel() const;
   bool is_contiguous() const;
-  void* data() const {
-    return static_cast<char*>(storage->data) + offset * static_cast<int64_t>(element_size(dtype));
-  }
+  void* data() const { return static_cast<char*>(storage->data) + offset * static_cast<int64_t>(element_size(dtype)); }
 };
 
 // Options for factories: mt::zeros({2, 3}, {.dtype = mt::kHalf, .requires_grad = true}).
@@ -187,7 +185,7 @@ template <typename T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape = {});
 template <typename T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape, const TensorOptions& opts);
-// Copies `count` elements of `dtype` from `data` (row-major) into a new tensor.
+// Copies shape_numel(shape) elements of `dtype` from `data` (row-major) into a new tensor.
 Tensor from_blob(const void* data, const Shape& shape, DType dtype, const TensorOptions& opts = {});
 inline Tensor tensor(std::initializer_list<float> v, const Shape& shape = {}) {
   return from_vector(std::vector<float>(v), shape);

@@ -250,9 +250,4 @@ Allocator* pinned_allocator() { return pinned_caching_allocator(); }
 void record_pinned_use(void* ptr, cudaStream_t stream) { pinned_caching_allocator()->record_use(ptr, stream); }
 
 }  // namespace cuda
-
-// Declared in core/allocator.cpp.
-Allocator* cuda_allocator(int device) { return cuda::device_allocator(device); }
-Allocator* cuda_pinned_allocator() { return cuda::pinned_allocator(); }
-
 }  // namespace mantissa

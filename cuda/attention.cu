@@ -99,7 +99,7 @@ __global__ void attention_forward_kernel(Attn<acc_t<T>> a, const T* q, const T* 
       l += exp(s - m);
     }
   }
-  const A M = nn::block_reduce(m, nn::MaxOp{}, A(-INFINITY));
+  const A M = block_allreduce(MaxValueOp<A>{}, m);
   const A sum = nn::block_sum(M == -INFINITY || m == -INFINITY ? A(0) : l * exp(m - M));
   const A row_lse = M == -INFINITY ? A(-INFINITY) : M + log(sum);
   if (threadIdx.x == 0) lse[row] = row_lse;

@@ -10,7 +10,6 @@
 #include "cuda/allocator.h"
 #include "cuda/device.h"
 #include "cuda/kernels.h"
-#include "cuda/nn_kernels.h"
 
 namespace mantissa {
 namespace cuda {
@@ -67,8 +66,7 @@ void copy_h2d(const Tensor& src, const Tensor& dst) {
   if (host.is_pinned()) {
     // Already page-locked (Tensor::pin_memory, the DataLoader): DMA straight from it, and
     // keep the block from being reused before the copy has read it.
-    MT_CUDA_CHECK(
-        cudaMemcpyAsync(target.raw_data(), host.raw_data(), host.nbytes(), cudaMemcpyHostToDevice, stream));
+    MT_CUDA_CHECK(cudaMemcpyAsync(target.raw_data(), host.raw_data(), host.nbytes(), cudaMemcpyHostToDevice, stream));
     record_pinned_use(host.impl()->storage->data, stream);
   } else {
     upload(target.raw_data(), host.raw_data(), host.nbytes(), stream);
@@ -131,30 +129,5 @@ void copy(const Tensor& src, const Tensor& dst) {
 }
 
 }  // namespace cuda
-
-// Declared in core/backend.cpp. Loading the backend also registers the nn kernel row
-// (cuda/nn_kernels.h): this function is always linked, a static initializer in an otherwise
-// unreferenced object of the static library would not be.
-const Backend* cuda_backend() {
-  static const bool nn_registered = (register_nn_kernels(DeviceType::CUDA, cuda::nn_kernel_table()), true);
-  (void)nn_registered;
-  static const Backend table{cuda::copy,
-                             cuda::fill,
-                             cuda::unary,
-                             cuda::binary,
-                             cuda::where,
-                             cuda::reduce,
-                             cuda::var_mean,
-                             cuda::softmax,
-                             cuda::matmul,
-                             cuda::index_select,
-                             cuda::gather,
-                             cuda::scatter_add,
-                             cuda::accumulate_grad,
-                             cuda::fused_optimizer_step,
-                             cuda::update_scale,
-                             cuda::dropout_mask};
-  return &table;
-}
 
 }  // namespace mantissa

@@ -1,6 +1,6 @@
-// Binary and where launchers: the same dtype rules and functors (core/elementwise_math.h)
-// as cpu::binary / cpu::where (core/cpu/elementwise.cpp).
-#include "core/elementwise_math.h"
+// Binary and where launchers: the dtype rules of core/elementwise_dispatch.h (shared with
+// cpu::binary) over this device's loop, and where's kernel.
+#include "core/elementwise_dispatch.h"
 #include "cuda/kernels.h"
 #include "cuda/loops.cuh"
 
@@ -16,92 +16,9 @@ __global__ void where_kernel(Indexer<4> ix, int64_t n, const bool* c, const T* a
 }  // namespace
 
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  const char* name = "binary";
-  const bool compare = op == BinaryOp::Eq || op == BinaryOp::Ne || op == BinaryOp::Lt || op == BinaryOp::Le ||
-                       op == BinaryOp::Gt || op == BinaryOp::Ge || op == BinaryOp::LogicalAnd ||
-                       op == BinaryOp::LogicalOr;
-  if (compare) {
-    dispatch_all(a.dtype(), [&]<typename T>() {
-      using Acc = acc_t<T>;
-      switch (op) {
-        case BinaryOp::Eq:
-          return launch_binary<T, bool, Acc>(a, b, out, math::Eq{}, name);
-        case BinaryOp::Ne:
-          return launch_binary<T, bool, Acc>(a, b, out, math::Ne{}, name);
-        case BinaryOp::Lt:
-          return launch_binary<T, bool, Acc>(a, b, out, math::Lt{}, name);
-        case BinaryOp::Le:
-          return launch_binary<T, bool, Acc>(a, b, out, math::Le{}, name);
-        case BinaryOp::Gt:
-          return launch_binary<T, bool, Acc>(a, b, out, math::Gt{}, name);
-        case BinaryOp::Ge:
-          return launch_binary<T, bool, Acc>(a, b, out, math::Ge{}, name);
-        case BinaryOp::LogicalAnd:
-          return launch_binary<T, bool, Acc>(a, b, out, math::LogicalAnd{}, name);
-        default:
-          return launch_binary<T, bool, Acc>(a, b, out, math::LogicalOr{}, name);
-      }
-    });
-    return;
-  }
-  const bool arithmetic = op == BinaryOp::Add || op == BinaryOp::Sub || op == BinaryOp::Mul || op == BinaryOp::Div ||
-                          op == BinaryOp::Maximum || op == BinaryOp::Minimum;
-  if (arithmetic && !is_floating(a.dtype())) {
-    dispatch_all(a.dtype(), [&]<typename T>() {
-      if constexpr (std::is_floating_point_v<acc_t<T>>) {
-        MT_FAIL(name, "internal: floating dtype in the integer path");
-      } else {
-        using Acc = std::conditional_t<std::is_same_v<T, bool>, int64_t, T>;
-        switch (op) {
-          case BinaryOp::Add:
-            return launch_binary<T, T, Acc>(a, b, out, math::Add{}, name);
-          case BinaryOp::Sub:
-            return launch_binary<T, T, Acc>(a, b, out, math::Sub{}, name);
-          case BinaryOp::Mul:
-            return launch_binary<T, T, Acc>(a, b, out, math::Mul{}, name);
-          case BinaryOp::Maximum:
-            return launch_binary<T, T, Acc>(a, b, out, math::Maximum{}, name);
-          case BinaryOp::Minimum:
-            return launch_binary<T, T, Acc>(a, b, out, math::Minimum{}, name);
-          default:
-            return launch_binary<T, T, Acc>(a, b, out, math::FloorDivInt{}, name);
-        }
-      }
-    });
-    return;
-  }
-  dispatch_floating(a.dtype(), name, [&]<typename T>() {
-    using Acc = acc_t<T>;
-    switch (op) {
-      case BinaryOp::Add:
-        return launch_binary<T, T, Acc>(a, b, out, math::Add{}, name);
-      case BinaryOp::Sub:
-        return launch_binary<T, T, Acc>(a, b, out, math::Sub{}, name);
-      case BinaryOp::Mul:
-        return launch_binary<T, T, Acc>(a, b, out, math::Mul{}, name);
-      case BinaryOp::Div:
-        return launch_binary<T, T, Acc>(a, b, out, math::Div{}, name);
-      case BinaryOp::Maximum:
-        return launch_binary<T, T, Acc>(a, b, out, math::Maximum{}, name);
-      case BinaryOp::Minimum:
-        return launch_binary<T, T, Acc>(a, b, out, math::Minimum{}, name);
-      case BinaryOp::Pow:
-        return launch_binary<T, T, Acc>(a, b, out, math::Pow{}, name);
-      case BinaryOp::ReluBackward:
-        return launch_binary<T, T, Acc>(a, b, out, math::ReluBackward{}, name);
-      case BinaryOp::GeluErfBackward:
-        return launch_binary<T, T, Acc>(a, b, out, math::GeluErfBackward{}, name);
-      case BinaryOp::GeluTanhBackward:
-        return launch_binary<T, T, Acc>(a, b, out, math::GeluTanhBackward{}, name);
-      case BinaryOp::SiluBackward:
-        return launch_binary<T, T, Acc>(a, b, out, math::SiluBackward{}, name);
-      case BinaryOp::SigmoidBackwardFromOutput:
-        return launch_binary<T, T, Acc>(a, b, out, math::SigmoidBackwardFromOutput{}, name);
-      case BinaryOp::TanhBackwardFromOutput:
-        return launch_binary<T, T, Acc>(a, b, out, math::TanhBackwardFromOutput{}, name);
-      default:
-        MT_FAIL(name, "unknown binary op ", int(op));
-    }
+  const char* name = op_name(op);
+  elementwise::run_binary<Dtypes>(op, a.dtype(), [&]<typename In, typename Out, typename Acc>(auto f) {
+    launch_binary<In, Out, Acc>(a, b, out, f, name);
   });
 }
 

@@ -10,19 +10,19 @@
 
 namespace mantissa {
 
-// Declared in core/device.cpp. Any failure (no driver, no device, driver too old,
-// CUDA_VISIBLE_DEVICES empty) means "no GPU": the CPU build must keep working.
-int cuda_runtime_device_count() {
+namespace cuda {
+
+// Any failure (no driver, no device, driver too old, CUDA_VISIBLE_DEVICES empty) means
+// "no GPU": the CPU build must keep working.
+int runtime_device_count() {
   int n = 0;
   cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
   }
-  return n < 0 ? 0 : (n > cuda::kMaxDevices ? cuda::kMaxDevices : n);
+  return n < 0 ? 0 : (n > kMaxDevices ? kMaxDevices : n);
 }
-
-namespace cuda {
 
 void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int line) {
   (void)cudaGetLastError();

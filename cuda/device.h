@@ -15,6 +15,9 @@ namespace mantissa::cuda {
 
 // Highest device count the static per-device tables in cuda/ support.
 constexpr int kMaxDevices = 64;
+// GPUs the runtime reports (0 on any failure), at most kMaxDevices. core reads it through
+// the registered backend (cuda_device_count()).
+int runtime_device_count();
 
 // Properties of `device`, queried once and cached.
 const cudaDeviceProp& device_properties(int device);

@@ -18,6 +18,7 @@
 #include <climits>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -100,6 +101,20 @@ void dispatch_floating(DType t, const char* op, F&& f) {
       MT_FAIL(op, "expected a floating-point tensor, got ", dtype_name(t));
   }
 }
+
+// This device's dtype dispatch for the shared elementwise rules (core/elementwise_dispatch.h).
+struct Dtypes {
+  template <typename F>
+  static void all(DType t, F&& f) {
+    dispatch_all(t, std::forward<F>(f));
+  }
+  template <typename F>
+  static void floating(DType t, const char* op, F&& f) {
+    dispatch_floating(t, op, std::forward<F>(f));
+  }
+  template <typename T>
+  using acc = acc_t<T>;
+};
 
 template <typename T>
 T* dptr(const Tensor& t) {

@@ -31,12 +31,12 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/profiler.h"
 #include "cuda/allocator.h"
 #include "cuda/cuda_api.h"
 #include "cuda/device.h"
 #include "cuda/kernels.h"
 #include "cuda/nn_kernels.h"
-#include "cuda/nvtx.h"
 
 #ifdef MANTISSA_WITH_CUDNN
 #include <cudnn.h>
@@ -417,7 +417,7 @@ void conv2d_forward(const Tensor& x0, const Tensor& w0, const Tensor& bias, cons
   if (y.numel() == 0) return;
   const int dev = y.device().index;
   DeviceGuard guard(dev);
-  MT_NVTX_RANGE("conv2d forward");
+  profiler::Range range("conv2d forward");
   if (g.C == 0) {  // an empty sum: y = bias
     fill(y, 0);
   } else {
@@ -435,7 +435,7 @@ void conv2d_backward(const Tensor& gy0, const Tensor& x0, const Tensor& w0, cons
                      const Tensor& gb, const Conv2dGeometry& g) {
   const int dev = gy0.device().index;
   DeviceGuard guard(dev);
-  MT_NVTX_RANGE("conv2d backward");
+  profiler::Range range("conv2d backward");
   const bool empty = g.N == 0 || g.OH * g.OW == 0 || g.Cout == 0;
   if (gb.defined() && gb.numel()) {
     if (empty)
@@ -467,29 +467,6 @@ void conv2d_backward(const Tensor& gy0, const Tensor& x0, const Tensor& w0, cons
 #endif
     if (!done) gemm_backward_filter(gy, x, gw, g);
   }
-}
-
-const NnKernels* nn_kernel_table() {
-  static const NnKernels table{conv2d_forward,
-                               conv2d_backward,
-                               im2col,
-                               col2im,
-                               max_pool2d,
-                               avg_pool2d,
-                               avg_pool2d_backward,
-                               adaptive_avg_pool2d,
-                               adaptive_avg_pool2d_backward,
-                               layer_norm,
-                               layer_norm_backward,
-                               batch_norm_stats,
-                               batch_norm_apply,
-                               batch_norm_backward,
-                               cross_entropy,
-                               cross_entropy_backward,
-                               attention_forward,
-                               attention_backward,
-                               triangle};
-  return &table;
 }
 
 }  // namespace mantissa::cuda

@@ -6,9 +6,6 @@
 
 namespace mantissa::cuda {
 
-// The table, built once; cuda_backend() registers it (cuda/backend.cpp).
-const NnKernels* nn_kernel_table();
-
 // cuda/nn_conv.cpp: cuDNN, or im2col + cuBLAS when built without cuDNN.
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, const Conv2dGeometry& g);
 void conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& gx, const Tensor& gw,

@@ -16,15 +16,13 @@ namespace mantissa::cuda {
 
 namespace {
 
-using nn::RowTeam;
-
 // logits: [M, C]; target: int64 [M]; w: acc [C] or null; loss, lse: acc [M]; bad: [1], holds M
 // when every target is valid, else the lowest invalid row.
 // lse[r] = logsumexp(logits[r]); loss[r] = math::cross_entropy_loss(...), 0 where target == ignore_index.
 template <typename T>
-__global__ void cross_entropy_kernel(RowTeam R, const T* x, const int64_t* target, const acc_t<T>* w,
-                                     int64_t ignore_index, acc_t<T> s, acc_t<T>* loss, acc_t<T>* lse,
-                                     unsigned long long* bad, int64_t M, int64_t C) {
+__global__ void cross_entropy_kernel(Rows R, const T* x, const int64_t* target, const acc_t<T>* w, int64_t ignore_index,
+                                     acc_t<T> s, acc_t<T>* loss, acc_t<T>* lse, unsigned long long* bad, int64_t M,
+                                     int64_t C) {
   using A = acc_t<T>;
   for (int64_t r = R.first(); r < M; r += R.step()) {
     const T* xr = x + r * C;
@@ -106,7 +104,7 @@ void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& wei
   fill(bad, M);
   dispatch_floating(logits.dtype(), "cross_entropy", [&]<typename T>() {
     using A = acc_t<T>;
-    const nn::RowLaunch p = nn::plan_row_launch(M, C, dev);
+    const RowPlan p = plan_rows(M, C, dev);
     cross_entropy_kernel<T><<<p.grid, p.block, 0, stream>>>(
         p.team, dptr<const T>(logits), dptr<const int64_t>(target), nn::opt_ptr<A>(weight), ignore_index,
         A(label_smoothing), dptr<A>(loss), dptr<A>(lse), dptr<unsigned long long>(bad), M, C);

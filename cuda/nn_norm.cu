@@ -15,12 +15,11 @@ namespace {
 
 using nn::opt_mut_ptr;
 using nn::opt_ptr;
-using nn::RowTeam;
 
 // x, y: [M, n]; w, b: acc [n] or null; mean, rstd: acc [M].
 // y = (x - mean) * rstd * w + b with each row's mean and 1 / sqrt(var + eps).
 template <typename T>
-__global__ void layer_norm_kernel(RowTeam R, const T* x, const acc_t<T>* w, const acc_t<T>* b, acc_t<T> eps, T* y,
+__global__ void layer_norm_kernel(Rows R, const T* x, const acc_t<T>* w, const acc_t<T>* b, acc_t<T> eps, T* y,
                                   acc_t<T>* mean, acc_t<T>* rstd, int64_t M, int64_t n) {
   using A = acc_t<T>;
   for (int64_t r = R.first(); r < M; r += R.step()) {
@@ -51,8 +50,8 @@ __global__ void layer_norm_kernel(RowTeam R, const T* x, const acc_t<T>* w, cons
 // gy, x, gx: [M, n]; mean, rstd: acc [M]; w: acc [n] or null.
 // gx = rstd * (g - mean(g) - xhat * mean(g * xhat)) per row, with g = gy * w.
 template <typename T>
-__global__ void layer_norm_backward_kernel(RowTeam R, const T* gy, const T* x, const acc_t<T>* mean,
-                                           const acc_t<T>* rstd, const acc_t<T>* w, T* gx, int64_t M, int64_t n) {
+__global__ void layer_norm_backward_kernel(Rows R, const T* gy, const T* x, const acc_t<T>* mean, const acc_t<T>* rstd,
+                                           const acc_t<T>* w, T* gx, int64_t M, int64_t n) {
   using A = acc_t<T>;
   for (int64_t r = R.first(); r < M; r += R.step()) {
     const T* xr = x + r * n;
@@ -185,7 +184,7 @@ void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps, c
   DeviceGuard guard(dev);
   dispatch_floating(x.dtype(), "layer_norm", [&]<typename T>() {
     using A = acc_t<T>;
-    const nn::RowLaunch p = nn::plan_row_launch(M, n, dev);
+    const RowPlan p = plan_rows(M, n, dev);
     layer_norm_kernel<T><<<p.grid, p.block, 0, current_stream(dev)>>>(
         p.team, dptr<const T>(x), opt_ptr<A>(w), opt_ptr<A>(b), A(eps), dptr<T>(y), dptr<A>(mean), dptr<A>(rstd), M, n);
     MT_CUDA_CHECK_LAUNCH();
@@ -201,7 +200,7 @@ void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
   dispatch_floating(x.dtype(), "layer_norm", [&]<typename T>() {
     using A = acc_t<T>;
     if (gx.defined() && M > 0) {
-      const nn::RowLaunch p = nn::plan_row_launch(M, n, dev);
+      const RowPlan p = plan_rows(M, n, dev);
       layer_norm_backward_kernel<T><<<p.grid, p.block, 0, stream>>>(p.team, dptr<const T>(gy), dptr<const T>(x),
                                                                     dptr<const A>(mean), dptr<const A>(rstd),
                                                                     opt_ptr<A>(w), dptr<T>(gx), M, n);

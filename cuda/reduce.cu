@@ -11,38 +11,16 @@
 
 #include "cuda/kernels.h"
 #include "cuda/loops.cuh"
+#include "cuda/rows.cuh"
 
 namespace mantissa::cuda {
 
 namespace {
 
-constexpr unsigned kFullMask = 0xffffffffu;
-
-template <typename T>
-__device__ __forceinline__ T shfl_xor(T v, int lane_mask) {
-  if constexpr (std::is_integral_v<T> && sizeof(T) < 4)
-    return T(__shfl_xor_sync(kFullMask, int(v), lane_mask));
-  else
-    return __shfl_xor_sync(kFullMask, v, lane_mask);
-}
-
 // Accumulator of a reduction of T: fp32 for fp16/bf16/fp32, fp64 for fp64, int64 for
 // integers and bool (the CPU accumulates uint8/int32 sums in their own type and wraps).
 template <typename T>
 using red_acc_t = std::conditional_t<std::is_floating_point_v<acc_t<T>>, acc_t<T>, int64_t>;
-
-template <typename Acc>
-struct SumOp {
-  using State = Acc;
-  __device__ State identity() const { return Acc(0); }
-  __device__ State load(Acc v, int64_t) const { return v; }
-  __device__ State combine(State a, State b) const { return a + b; }
-  __device__ State shfl(State s, int m) const { return shfl_xor(s, m); }
-  template <typename Out>
-  __device__ Out finish(State s) const {
-    return cast_to<Out>(s);
-  }
-};
 
 template <typename Acc>
 struct ProdOp {
@@ -92,54 +70,6 @@ struct ExtremeOp {
   }
 };
 
-template <typename Acc>
-struct MaxValueOp {  // plain max for softmax: like std::max, a NaN never replaces the running max
-  using State = Acc;
-  __device__ State identity() const { return Acc(-INFINITY); }
-  __device__ State combine(State a, State b) const { return a < b ? b : a; }
-  __device__ State shfl(State s, int m) const { return shfl_xor(s, m); }
-};
-
-// Butterfly reduction: every lane ends with the warp's result.
-template <typename Op, typename S>
-__device__ __forceinline__ S warp_allreduce(const Op& op, S s) {
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) s = op.combine(s, op.shfl(s, m));
-  return s;
-}
-
-// Every thread of the block ends with the block's result. All threads must call it.
-template <typename Op, typename S>
-__device__ S block_allreduce(const Op& op, S s) {
-  static_assert(sizeof(S) <= 16, "state too large for the shared buffer");
-  __shared__ alignas(16) unsigned char raw[32 * 16];
-  S* shared = reinterpret_cast<S*>(raw);
-  const int lane = threadIdx.x % 32, wid = threadIdx.x / 32, nw = blockDim.x / 32;
-  s = warp_allreduce(op, s);
-  __syncthreads();  // the previous call's readers are done with `shared`
-  if (lane == 0) shared[wid] = s;
-  __syncthreads();
-  s = lane < nw ? shared[lane] : op.identity();
-  return warp_allreduce(op, s);
-}
-
-// A row is processed by one warp (warp == true) or by one block. A runtime flag rather
-// than a template parameter: it is uniform across the block, and halves the kernel count.
-struct Rows {
-  bool warp;
-  __device__ int64_t first() const {
-    return warp ? (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32 : int64_t(blockIdx.x);
-  }
-  __device__ int64_t step() const { return warp ? int64_t(gridDim.x) * blockDim.x / 32 : int64_t(gridDim.x); }
-  __device__ int lane() const { return warp ? int(threadIdx.x % 32) : int(threadIdx.x); }
-  __device__ int width() const { return warp ? 32 : int(blockDim.x); }
-  template <typename Op, typename S>
-  __device__ S allreduce(const Op& op, S s) const {
-    return warp ? warp_allreduce(op, s) : block_allreduce(op, s);
-  }
-};
-
-// Sources of states: a row of x, a chunk of a row of x, or partial states of pass 1.
 template <typename T, typename Op>
 struct RowSrc {
   const T* x;
@@ -199,23 +129,9 @@ __global__ void reduce_rows_kernel(Rows R, int64_t rows, Op op, Src src, Dst dst
   }
 }
 
-struct RowPlan {
-  bool warp;
-  unsigned grid, block;
-};
-
-RowPlan plan_rows(int64_t rows, int64_t n, int dev) {
-  const int64_t cap = int64_t(device_properties(dev).multiProcessorCount) * 16;
-  if (n <= 256) {
-    const int64_t blocks = (rows + kBlock / 32 - 1) / (kBlock / 32);
-    return {true, unsigned(std::max<int64_t>(1, std::min(blocks, cap))), unsigned(kBlock)};
-  }
-  return {false, unsigned(std::max<int64_t>(1, std::min(rows, cap))), n >= 4096 ? 512u : unsigned(kBlock)};
-}
-
 template <typename Src, typename Dst, typename Op>
 void launch_rows(const RowPlan& p, int64_t rows, const Op& op, const Src& src, const Dst& dst, cudaStream_t s) {
-  reduce_rows_kernel<<<p.grid, p.block, 0, s>>>(Rows{p.warp}, rows, op, src, dst);
+  reduce_rows_kernel<<<p.grid, p.block, 0, s>>>(p.team, rows, op, src, dst);
   MT_CUDA_CHECK_LAUNCH();
 }
 
@@ -352,7 +268,7 @@ void var_mean(const Tensor& in, const Tensor& var, const Tensor& mean, int64_t c
     const RowPlan p = plan_rows(rows, n, dev);
     const cudaStream_t s = current_stream(dev);
     var_mean_kernel<T>
-        <<<p.grid, p.block, 0, s>>>(Rows{p.warp}, dptr<const T>(in), dptr<T>(var), dptr<T>(mean), rows, n, correction);
+        <<<p.grid, p.block, 0, s>>>(p.team, dptr<const T>(in), dptr<T>(var), dptr<T>(mean), rows, n, correction);
     MT_CUDA_CHECK_LAUNCH();
   });
 }
@@ -369,7 +285,7 @@ void softmax(const Tensor& in, const Tensor& out, bool log) {
       using Acc = std::conditional_t<std::is_same_v<T, double> || std::is_same_v<O, double>, double, float>;
       const RowPlan p = plan_rows(rows, n, dev);
       const cudaStream_t s = current_stream(dev);
-      softmax_kernel<T, O, Acc><<<p.grid, p.block, 0, s>>>(Rows{p.warp}, dptr<const T>(in), dptr<O>(out), rows, n, log);
+      softmax_kernel<T, O, Acc><<<p.grid, p.block, 0, s>>>(p.team, dptr<const T>(in), dptr<O>(out), rows, n, log);
       MT_CUDA_CHECK_LAUNCH();
     });
   });

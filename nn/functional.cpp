@@ -4,6 +4,9 @@
 #include "core/random.h"
 #include "nn/functional_detail.h"
 
+// Autocast categories of the ops defined here (core/autocast_policy.h).
+MT_DECLARE_CAST_POLICY(linear, LowerPrecision);
+
 namespace mantissa::nn {
 
 using namespace detail;

@@ -1,8 +1,14 @@
 // Losses: cross_entropy (fused log-softmax + NLL kernel, forward and backward),
 // nll_loss and mse_loss (differentiable compositions), binary_cross_entropy_with_logits
 // (one op with an exact backward, also at logits of exactly 0). All run in fp32 under
-// autocast (their policy names are in core/autocast_policy.cpp).
+// autocast (declared below).
 #include "nn/functional_detail.h"
+
+// Autocast categories of the ops defined here (core/autocast_policy.h).
+MT_DECLARE_CAST_POLICY(cross_entropy, Fp32);
+MT_DECLARE_CAST_POLICY(nll_loss, Fp32);
+MT_DECLARE_CAST_POLICY(mse_loss, Fp32);
+MT_DECLARE_CAST_POLICY(binary_cross_entropy_with_logits, Fp32);
 
 namespace mantissa::nn {
 

@@ -4,6 +4,10 @@
 // second derivatives are exact.
 #include "nn/functional_detail.h"
 
+// Autocast categories of the ops defined here (core/autocast_policy.h).
+MT_DECLARE_CAST_POLICY(layer_norm, Fp32);
+MT_DECLARE_CAST_POLICY(batch_norm, Fp32);
+
 namespace mantissa::nn {
 
 using namespace detail;

@@ -429,6 +429,7 @@ std::vector<TableCase> table_cases() {
       {"pow", [=] { return mt::pow(h, 2.0); }},
       {"rsqrt", [=] { return mt::rsqrt(h); }},
       {"reciprocal", [=] { return mt::reciprocal(h); }},
+      {"softplus", [=] { return mt::softplus(h); }},
       {"softmax", [=] { return mt::softmax(h, 1); }},
       {"log_softmax", [=] { return mt::log_softmax(h, 1); }},
       {"sum", [=] { return mt::sum(h); }},

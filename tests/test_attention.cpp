@@ -10,6 +10,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "test_util.h"
+
 namespace mt = mantissa;
 namespace F = mt::nn::functional;
 using json = nlohmann::json;
@@ -34,14 +36,7 @@ mt::Tensor tensor(const json& t, mt::DType dtype, bool grad = false) {
   return r;
 }
 
-void expect_close(const mt::Tensor& got, const json& want, double tol, const std::string& what) {
-  ASSERT_TRUE(got.defined()) << what << ": undefined";
-  ASSERT_EQ(got.sizes(), want.at("shape").get<mt::Shape>()) << what;
-  std::vector<double> g = got.to_vector<double>();
-  std::vector<double> w = want.at("data").get<std::vector<double>>();
-  for (size_t i = 0; i < w.size(); ++i)
-    ASSERT_NEAR(g[i], w[i], tol * (1 + std::fabs(w[i]))) << what << " element " << i;
-}
+using mantissa::test::expect_close_to_reference;
 
 double max_abs_diff(const mt::Tensor& a, const mt::Tensor& b) {
   std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
@@ -85,8 +80,8 @@ TEST(Triangle, MatchesPyTorch) {
     for (mt::DType dt : {mt::kFloat64, mt::kFloat32}) {
       mt::Tensor x = tensor(c["x"], dt);
       const double tol = dt == mt::kFloat64 ? 0.0 : 1e-7;  // float32: the input's own rounding
-      expect_close(mt::tril(x, d), c["tril"], tol, "tril " + std::to_string(d));
-      expect_close(mt::triu(x, d), c["triu"], tol, "triu " + std::to_string(d));
+      expect_close_to_reference(mt::tril(x, d), c["tril"], tol, "tril " + std::to_string(d));
+      expect_close_to_reference(mt::triu(x, d), c["triu"], tol, "triu " + std::to_string(d));
     }
   }
 }
@@ -116,11 +111,11 @@ TEST(Attention, MatchesPyTorch) {
         o.attn_mask = c.at("mask_bool").get<bool>() ? tensor(c["mask"], mt::kFloat32) != 0.0 : tensor(c["mask"], dt);
       if (!c["scale"].is_null()) o.scale = c["scale"].get<double>();
       mt::Tensor y = F::scaled_dot_product_attention(q, k, v, o);
-      expect_close(y, c["y"], tol, what + " y");
+      expect_close_to_reference(y, c["y"], tol, what + " y");
       y.backward(tensor(c["gy"], dt));
-      expect_close(q.grad(), c["gq"], tol, what + " gq");
-      expect_close(k.grad(), c["gk"], tol, what + " gk");
-      expect_close(v.grad(), c["gv"], tol, what + " gv");
+      expect_close_to_reference(q.grad(), c["gq"], tol, what + " gq");
+      expect_close_to_reference(k.grad(), c["gk"], tol, what + " gk");
+      expect_close_to_reference(v.grad(), c["gv"], tol, what + " gv");
     }
   }
 }

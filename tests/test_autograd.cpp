@@ -9,12 +9,11 @@
 #include <thread>
 #include <vector>
 
+#include "test_util.h"
+
 namespace mt = mantissa;
 using testing::AllOf;
 using testing::HasSubstr;
-
-#define EXPECT_ERROR(stmt, ...) \
-  EXPECT_THAT([&] { (void)(stmt); }, testing::ThrowsMessage<mt::Error>(AllOf(__VA_ARGS__)))
 
 namespace {
 std::vector<double> vals(const mt::Tensor& t) { return t.to_vector<double>(); }

@@ -5,8 +5,6 @@
 #include <gtest/gtest.h>
 #include <mantissa.h>
 
-#include "gpu_test.h"
-
 #include <array>
 #include <cmath>
 #include <limits>
@@ -19,7 +17,7 @@
 #include "core/nn_math.h"
 #include "core/shape.h"
 #include "cuda/cuda_api.h"
-#include "cuda/profiler.h"
+#include "gpu_test.h"
 #ifdef MANTISSA_WITH_CUDA
 #include "cuda/nn_kernels.h"  // set_conv_force_gemm
 #endif
@@ -99,19 +97,6 @@ TEST(CudaNoDevice, GpuTensorsFailCleanly) {
   EXPECT_EQ(mt::Device::best(), kCpu);
   EXPECT_THROW(mt::zeros({2}, {.device = kGpu}), mt::Error);
   EXPECT_THROW(mt::ones({2}).to(kGpu), mt::Error);
-}
-
-TEST(CudaProfiler, RangesBalanceWhetherOrNotProfiling) {
-  const bool was = mt::cuda::profiling_enabled();
-  {
-    mt::cuda::ProfileRange outer("outer");
-    mt::cuda::set_profiling(true);
-    { mt::cuda::ProfileRange inner("inner"); }
-    mt::cuda::set_profiling(false);
-  }
-  mt::cuda::pop_range();  // unbalanced pop is ignored
-  mt::cuda::set_profiling(was);
-  SUCCEED();
 }
 
 // ---------------------------------------------------------------- device and memory
@@ -223,10 +208,10 @@ TEST(CudaFill, EveryDtypeAndStrided) {
 TEST(CudaElementwise, UnaryFloatOpsMatchCpu) {
   REQUIRE_GPU();
   using U = mt::UnaryOp;
-  const std::vector<U> ops = {U::Neg,    U::Abs,       U::Sign,     U::Exp,      U::Log,       U::Log1p,
-                              U::Sqrt,   U::Rsqrt,     U::Sin,      U::Cos,      U::Tanh,      U::Sigmoid,
-                              U::Relu,   U::GeluErf,   U::GeluTanh, U::Silu,     U::Erf,       U::Reciprocal,
-                              U::Square, U::PowScalar, U::Clamp,    U::IsFinite, U::LogicalNot};
+  // Every op of the list (core/elementwise_math.h): a new op is checked here without an edit.
+#define MT_ENUMERATOR(Enum, ...) U::Enum,
+  const std::vector<U> ops = {MT_UNARY_OPS(MT_ENUMERATOR)};
+#undef MT_ENUMERATOR
   for (mt::DType t : kFloatTypes)
     for (U op : ops) {
       const bool positive = op == U::Log || op == U::Sqrt || op == U::Rsqrt || op == U::PowScalar;
@@ -240,7 +225,7 @@ TEST(CudaElementwise, UnaryFloatOpsMatchCpu) {
         cpu().unary(op, xc, want, a, b);
         gpu().unary(op, xg, got, a, b);
         expect_close(got, want, tol_for(t),
-                     "unary op " + std::to_string(int(op)) + " " + mt::dtype_name(t) + (transposed ? " (T)" : ""));
+                     std::string("unary op ") + mt::op_name(op) + " " + mt::dtype_name(t) + (transposed ? " (T)" : ""));
       }
     }
 }
@@ -262,20 +247,12 @@ TEST(CudaElementwise, UnaryIntegerOpsMatchCpu) {
 TEST(CudaElementwise, BinaryOpsWithBroadcastMatchCpu) {
   REQUIRE_GPU();
   using B = mt::BinaryOp;
-  const std::vector<B> float_ops = {B::Add,
-                                    B::Sub,
-                                    B::Mul,
-                                    B::Div,
-                                    B::Maximum,
-                                    B::Minimum,
-                                    B::Pow,
-                                    B::ReluBackward,
-                                    B::GeluErfBackward,
-                                    B::GeluTanhBackward,
-                                    B::SiluBackward,
-                                    B::SigmoidBackwardFromOutput,
-                                    B::TanhBackwardFromOutput};
-  const std::vector<B> compare_ops = {B::Eq, B::Ne, B::Lt, B::Le, B::Gt, B::Ge, B::LogicalAnd, B::LogicalOr};
+  // Every op of the list (core/elementwise_math.h), split by whether it returns bool.
+  std::vector<B> float_ops, compare_ops;
+#define MT_SORT_OP(Enum, name, F, domain, policy) \
+  (std::string(#domain) == "AnyToBool" ? compare_ops : float_ops).push_back(B::Enum);
+  MT_BINARY_OPS(MT_SORT_OP)
+#undef MT_SORT_OP
   // (a shape, b shape): same shape, broadcast row/column, scalar, 4-d with a middle broadcast
   const std::vector<std::pair<mt::Shape, mt::Shape>> shapes = {
       {{33, 17}, {33, 17}}, {{4, 5, 6}, {5, 1}}, {{8, 9}, {}}, {{2, 3, 4, 5}, {2, 1, 4, 1}}};
@@ -286,7 +263,7 @@ TEST(CudaElementwise, BinaryOpsWithBroadcastMatchCpu) {
     gpu().binary(op, a.to(kGpu), b.to(kGpu), got);
     expect_close(
         got, want, tol,
-        "binary op " + std::to_string(int(op)) + " " + mt::dtype_name(t) + " " + a.shape_str() + b.shape_str());
+        std::string("binary op ") + mt::op_name(op) + " " + mt::dtype_name(t) + " " + a.shape_str() + b.shape_str());
   };
   for (auto& [sa, sb] : shapes) {
     for (mt::DType t : kFloatTypes) {

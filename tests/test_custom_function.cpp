@@ -8,13 +8,12 @@
 #include <cmath>
 #include <vector>
 
+#include "test_util.h"
+
 namespace mt = mantissa;
 namespace ag = mt::autograd;
 using testing::AllOf;
 using testing::HasSubstr;
-
-#define EXPECT_ERROR(stmt, ...) \
-  EXPECT_THAT([&] { (void)(stmt); }, testing::ThrowsMessage<mt::Error>(AllOf(__VA_ARGS__)))
 
 namespace {
 

@@ -4,14 +4,14 @@
 #include <gtest/gtest.h>
 #include <mantissa.h>
 
+#include "test_util.h"
+
 namespace mt = mantissa;
 using testing::AllOf;
 using testing::HasSubstr;
 
 // EXPECT_ERROR(statement, "substring", ...): the statement throws mantissa::Error whose
 // message contains every substring.
-#define EXPECT_ERROR(stmt, ...) \
-  EXPECT_THAT([&] { (void)(stmt); }, testing::ThrowsMessage<mt::Error>(AllOf(__VA_ARGS__)))
 
 namespace {
 mt::Tensor f32(const mt::Shape& s) { return mt::ones(s); }

@@ -83,6 +83,10 @@ TEST_F(Gradcheck, Unary) {
   };
   for (const Case& c : cases) check2(c.name, [&](const Tensors& in) { return c.op(in[0]); }, {c.make({2, 3})});
   check2("log1p near -1", [](const Tensors& in) { return mt::log1p(in[0]); }, {U({4}, -0.7, -0.2)});
+  check2("softplus", [](const Tensors& in) { return mt::softplus(in[0]); }, {U({2, 4}, -3, 3)});
+  // beta x crosses the threshold inside the range: both branches of the gradient.
+  check2("softplus beta threshold", [](const Tensors& in) { return mt::softplus(in[0], 2, 1.5); },
+         {leaf(mt::arange(-12, 12, 1, {.dtype = kF64}).reshape({4, 6}) * 0.25 + 0.03)});
   for (const char* approx : {"none", "tanh"})
     check2(std::string("gelu ") + approx, [&](const Tensors& in) { return mt::gelu(in[0], approx); },
            {U({2, 4}, -3, 3)});

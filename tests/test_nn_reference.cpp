@@ -9,6 +9,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "test_util.h"
+
 namespace mt = mantissa;
 namespace F = mt::nn::functional;
 using json = nlohmann::json;
@@ -43,18 +45,7 @@ mt::Tensor indices(const json& t) {
   return shape.empty() ? r.reshape({}) : r;
 }
 
-void expect_close(const mt::Tensor& got, const json& want, double tol, const std::string& what) {
-  if (want.is_null()) {
-    EXPECT_FALSE(got.defined()) << what;
-    return;
-  }
-  ASSERT_TRUE(got.defined()) << what << ": undefined";
-  ASSERT_EQ(got.sizes(), shape_of(want)) << what;
-  std::vector<double> g = got.to_vector<double>();
-  std::vector<double> w = want.at("data").get<std::vector<double>>();
-  for (size_t i = 0; i < w.size(); ++i)
-    ASSERT_NEAR(g[i], w[i], tol * (1 + std::fabs(w[i]))) << what << " element " << i;
-}
+using mantissa::test::expect_close_to_reference;
 
 mt::nn::Size2 size2(const json& j) { return {j.at(0).get<int64_t>(), j.at(1).get<int64_t>()}; }
 
@@ -87,11 +78,11 @@ TEST(NnReference, Conv2d) {
                                 .padding = size2(c["padding"]),
                                 .dilation = size2(c["dilation"]),
                                 .groups = c["groups"].get<int64_t>()});
-      expect_close(y, c["y"], tol, what + " y");
+      expect_close_to_reference(y, c["y"], tol, what + " y");
       y.backward(tensor(c["gy"], dt), false, graph);
-      expect_close(x.grad(), c["gx"], tol, what + " gx");
-      expect_close(w.grad(), c["gw"], tol, what + " gw");
-      expect_close(b.defined() ? b.grad() : mt::Tensor(), c["gb"], tol, what + " gb");
+      expect_close_to_reference(x.grad(), c["gx"], tol, what + " gx");
+      expect_close_to_reference(w.grad(), c["gw"], tol, what + " gw");
+      expect_close_to_reference(b.defined() ? b.grad() : mt::Tensor(), c["gb"], tol, what + " gb");
     });
   }
 }
@@ -118,9 +109,9 @@ TEST(NnReference, Pool2d) {
       } else {
         y = F::adaptive_avg_pool2d(x, size2(c["output_size"]));
       }
-      expect_close(y, c["y"], tol, what + " y");
+      expect_close_to_reference(y, c["y"], tol, what + " y");
       y.backward(tensor(c["gy"], dt), false, graph);
-      expect_close(x.grad(), c["gx"], tol, what + " gx");
+      expect_close_to_reference(x.grad(), c["gx"], tol, what + " gx");
     });
   }
 }
@@ -133,13 +124,13 @@ TEST(NnReference, BatchNorm) {
       mt::Tensor rm = tensor(c["running_mean_in"], dt), rv = tensor(c["running_var_in"], dt);
       mt::Tensor y = F::batch_norm(x, rm, rv, w, b, c["training"].get<bool>(), c["momentum"].get<double>(),
                                    c["eps"].get<double>());
-      expect_close(y, c["y"], tol, what + " y");
-      expect_close(rm, c["running_mean"], tol, what + " running_mean");
-      expect_close(rv, c["running_var"], tol, what + " running_var");
+      expect_close_to_reference(y, c["y"], tol, what + " y");
+      expect_close_to_reference(rm, c["running_mean"], tol, what + " running_mean");
+      expect_close_to_reference(rv, c["running_var"], tol, what + " running_var");
       y.backward(tensor(c["gy"], dt), false, graph);
-      expect_close(x.grad(), c["gx"], tol, what + " gx");
-      expect_close(w.defined() ? w.grad() : w, c["gw"], tol, what + " gw");
-      expect_close(b.defined() ? b.grad() : b, c["gb"], tol, what + " gb");
+      expect_close_to_reference(x.grad(), c["gx"], tol, what + " gx");
+      expect_close_to_reference(w.defined() ? w.grad() : w, c["gw"], tol, what + " gw");
+      expect_close_to_reference(b.defined() ? b.grad() : b, c["gb"], tol, what + " gb");
     });
   }
 }
@@ -150,11 +141,11 @@ TEST(NnReference, LayerNorm) {
       const std::string what = c.at("name").get<std::string>() + " " + mode_name(dt, graph);
       mt::Tensor x = tensor(c["x"], dt, true), w = tensor(c["weight"], dt, true), b = tensor(c["bias"], dt, true);
       mt::Tensor y = F::layer_norm(x, c["normalized_shape"].get<mt::Shape>(), w, b, c["eps"].get<double>());
-      expect_close(y, c["y"], tol, what + " y");
+      expect_close_to_reference(y, c["y"], tol, what + " y");
       y.backward(tensor(c["gy"], dt), false, graph);
-      expect_close(x.grad(), c["gx"], tol, what + " gx");
-      expect_close(w.defined() ? w.grad() : w, c["gw"], tol, what + " gw");
-      expect_close(b.defined() ? b.grad() : b, c["gb"], tol, what + " gb");
+      expect_close_to_reference(x.grad(), c["gx"], tol, what + " gx");
+      expect_close_to_reference(w.defined() ? w.grad() : w, c["gw"], tol, what + " gw");
+      expect_close_to_reference(b.defined() ? b.grad() : b, c["gb"], tol, what + " gb");
     });
   }
 }
@@ -164,9 +155,9 @@ TEST(NnReference, EmbeddingAndLinear) {
     each_mode([&](mt::DType dt, double tol, bool graph) {
       mt::Tensor w = tensor(c["weight"], dt, true);
       mt::Tensor y = F::embedding(indices(c["indices"]), w, c["padding_idx"].get<int64_t>());
-      expect_close(y, c["y"], tol, "embedding y");
+      expect_close_to_reference(y, c["y"], tol, "embedding y");
       y.backward(tensor(c["gy"], dt), false, graph);
-      expect_close(w.grad(), c["gw"], tol, "embedding gw " + mode_name(dt, graph));
+      expect_close_to_reference(w.grad(), c["gw"], tol, "embedding gw " + mode_name(dt, graph));
     });
   }
   for (const json& c : ref("linear")) {
@@ -174,11 +165,11 @@ TEST(NnReference, EmbeddingAndLinear) {
       const std::string what = c.at("name").get<std::string>() + " " + mode_name(dt, graph);
       mt::Tensor x = tensor(c["x"], dt, true), w = tensor(c["w"], dt, true), b = tensor(c["b"], dt, true);
       mt::Tensor y = F::linear(x, w, b);
-      expect_close(y, c["y"], tol, what + " y");
+      expect_close_to_reference(y, c["y"], tol, what + " y");
       y.backward(tensor(c["gy"], dt), false, graph);
-      expect_close(x.grad(), c["gx"], tol, what + " gx");
-      expect_close(w.grad(), c["gw"], tol, what + " gw");
-      expect_close(b.defined() ? b.grad() : b, c["gb"], tol, what + " gb");
+      expect_close_to_reference(x.grad(), c["gx"], tol, what + " gx");
+      expect_close_to_reference(w.grad(), c["gw"], tol, what + " gw");
+      expect_close_to_reference(b.defined() ? b.grad() : b, c["gb"], tol, what + " gb");
     });
   }
 }
@@ -193,9 +184,9 @@ TEST(NnReference, CrossEntropy) {
                                        .ignore_index = c["ignore_index"].get<int64_t>(),
                                        .reduction = reduction(c),
                                        .label_smoothing = c["label_smoothing"].get<double>()});
-      expect_close(y, c["y"], tol, what + " y");
+      expect_close_to_reference(y, c["y"], tol, what + " y");
       y.backward(tensor(c["gy"], dt), false, graph);
-      expect_close(x.grad(), c["gx"], tol, what + " gx");
+      expect_close_to_reference(x.grad(), c["gx"], tol, what + " gx");
     });
   }
 }
@@ -209,9 +200,9 @@ TEST(NnReference, NllLoss) {
                                  {.weight = tensor(c["weight"], dt),
                                   .ignore_index = c["ignore_index"].get<int64_t>(),
                                   .reduction = reduction(c)});
-      expect_close(y, c["y"], tol, what + " y");
+      expect_close_to_reference(y, c["y"], tol, what + " y");
       y.backward(tensor(c["gy"], dt), false, graph);
-      expect_close(x.grad(), c["gx"], tol, what + " gx");
+      expect_close_to_reference(x.grad(), c["gx"], tol, what + " gx");
     });
   }
 }
@@ -222,10 +213,10 @@ TEST(NnReference, MseAndBceWithLogits) {
       const std::string what = "mse " + c.at("name").get<std::string>() + " " + mode_name(dt, graph);
       mt::Tensor x = tensor(c["x"], dt, true), t = tensor(c["target"], dt, true);
       mt::Tensor y = F::mse_loss(x, t, reduction(c));
-      expect_close(y, c["y"], tol, what + " y");
+      expect_close_to_reference(y, c["y"], tol, what + " y");
       y.backward(tensor(c["gy"], dt), false, graph);
-      expect_close(x.grad(), c["gx"], tol, what + " gx");
-      expect_close(t.grad(), c["gt"], tol, what + " gt");
+      expect_close_to_reference(x.grad(), c["gx"], tol, what + " gx");
+      expect_close_to_reference(t.grad(), c["gt"], tol, what + " gt");
     });
   }
   for (const json& c : ref("binary_cross_entropy_with_logits")) {
@@ -235,10 +226,10 @@ TEST(NnReference, MseAndBceWithLogits) {
       mt::Tensor y = F::binary_cross_entropy_with_logits(
           x, t,
           {.weight = tensor(c["weight"], dt), .pos_weight = tensor(c["pos_weight"], dt), .reduction = reduction(c)});
-      expect_close(y, c["y"], tol, what + " y");
+      expect_close_to_reference(y, c["y"], tol, what + " y");
       y.backward(tensor(c["gy"], dt), false, graph);
-      expect_close(x.grad(), c["gx"], tol, what + " gx");
-      expect_close(t.grad(), c["gt"], tol, what + " gt");
+      expect_close_to_reference(x.grad(), c["gx"], tol, what + " gx");
+      expect_close_to_reference(t.grad(), c["gt"], tol, what + " gt");
     });
   }
 }

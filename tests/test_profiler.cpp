@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "core/profiler.h"
-#include "cuda/profiler.h"
 
 namespace mt = mantissa;
 namespace prof = mantissa::profiler;
@@ -90,13 +89,6 @@ TEST(Profiler, SwitchDecidesWhetherRangesArePushed) {
     prof::Range r("switched");
     prof::set_enabled(false);
   }
-  EXPECT_EQ(g_open, 0);
-  // cuda/profiler.h's names are the same switch.
-  mt::cuda::set_profiling(true);
-  EXPECT_TRUE(prof::enabled());
-  mt::cuda::push_range("legacy");
-  mt::cuda::pop_range();
-  mt::cuda::pop_range();  // unbalanced: ignored
   EXPECT_EQ(g_open, 0);
 }
 

@@ -99,6 +99,9 @@ const std::map<std::string, OpFn>& op_table() {
     unary("isfinite", mt::isfinite);
     unary("logical_not", mt::logical_not);
     t["gelu"] = [](const Tensors& in, const json& a) { return Tensors{mt::gelu(in[0], a.at("approximate"))}; };
+    t["softplus"] = [](const Tensors& in, const json& a) {
+      return Tensors{mt::softplus(in[0], a.at("beta"), a.at("threshold"))};
+    };
     t["pow_scalar"] = [](const Tensors& in, const json& a) {
       return Tensors{mt::pow(in[0], to_scalar(a["exponent"]))};
     };

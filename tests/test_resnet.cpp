@@ -9,6 +9,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "test_util.h"
+
 namespace mt = mantissa;
 namespace nn = mantissa::nn;
 using json = nlohmann::json;
@@ -28,13 +30,7 @@ mt::Tensor tensor(const json& t, mt::DType dtype) {
   return mt::from_vector(t.at("data").get<std::vector<double>>(), t.at("shape").get<mt::Shape>(), {.dtype = dtype});
 }
 
-void expect_close(const mt::Tensor& got, const json& want, double tol, const std::string& what) {
-  ASSERT_TRUE(got.defined()) << what;
-  ASSERT_EQ(got.sizes(), want.at("shape").get<mt::Shape>()) << what;
-  std::vector<double> g = got.to_vector<double>(), w = want.at("data").get<std::vector<double>>();
-  for (size_t i = 0; i < w.size(); ++i)
-    ASSERT_NEAR(g[i], w[i], tol * (1 + std::fabs(w[i]))) << what << " element " << i;
-}
+using mantissa::test::expect_close_to_reference;
 
 // The generator's pattern: element i of the k-th state-dict tensor, in [-0.5, 0.5).
 std::vector<double> pattern(int64_t n, int64_t k) {
@@ -104,16 +100,16 @@ TEST(CifarResNet, MatchesPyTorchInTrainAndEvalMode) {
   fill(net);
   mt::Tensor x = tensor(ref("x"), mt::kFloat64), gy = tensor(ref("gy"), mt::kFloat64);
   mt::Tensor logits = net(x);
-  expect_close(logits, ref("train_logits"), 1e-9, "train logits");
+  expect_close_to_reference(logits, ref("train_logits"), 1e-9, "train logits");
   (logits * gy).sum().backward();
-  expect_close(net.conv1.weight.grad(), ref("grad_conv1_weight"), 1e-8, "conv1.weight grad");
-  expect_close(net.fc.weight.grad(), ref("grad_fc_weight"), 1e-8, "fc.weight grad");
-  expect_close(net.bn1.running_mean, ref("bn1_running_mean"), 1e-9, "bn1.running_mean");
-  expect_close(net.layer3.at<nn::BasicBlock>(0).shortcut->at<nn::BatchNorm2d>(1).running_var,
-               ref("layer3_0_shortcut_1_running_var"), 1e-9, "layer3.0.shortcut.1.running_var");
+  expect_close_to_reference(net.conv1.weight.grad(), ref("grad_conv1_weight"), 1e-8, "conv1.weight grad");
+  expect_close_to_reference(net.fc.weight.grad(), ref("grad_fc_weight"), 1e-8, "fc.weight grad");
+  expect_close_to_reference(net.bn1.running_mean, ref("bn1_running_mean"), 1e-9, "bn1.running_mean");
+  expect_close_to_reference(net.layer3.at<nn::BasicBlock>(0).shortcut->at<nn::BatchNorm2d>(1).running_var,
+                            ref("layer3_0_shortcut_1_running_var"), 1e-9, "layer3.0.shortcut.1.running_var");
   net.eval();
   mt::NoGradGuard no_grad;
-  expect_close(net(x), ref("eval_logits"), 1e-9, "eval logits");
+  expect_close_to_reference(net(x), ref("eval_logits"), 1e-9, "eval logits");
 }
 
 TEST(CifarResNet, RejectsBadConfigurationsAndInputs) {

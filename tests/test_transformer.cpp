@@ -9,6 +9,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "test_util.h"
+
 namespace mt = mantissa;
 namespace F = mt::nn::functional;
 using json = nlohmann::json;
@@ -33,14 +35,7 @@ mt::Tensor tokens(const json& t) {
   return mt::from_vector(t.at("data").get<std::vector<int64_t>>(), t.at("shape").get<mt::Shape>());
 }
 
-void expect_close(const mt::Tensor& got, const json& want, double tol, const std::string& what) {
-  ASSERT_TRUE(got.defined()) << what << ": undefined";
-  ASSERT_EQ(got.sizes(), want.at("shape").get<mt::Shape>()) << what;
-  std::vector<double> g = got.to_vector<double>();
-  std::vector<double> w = want.at("data").get<std::vector<double>>();
-  for (size_t i = 0; i < w.size(); ++i)
-    ASSERT_NEAR(g[i], w[i], tol * (1 + std::fabs(w[i]))) << what << " element " << i;
-}
+using mantissa::test::expect_close_to_reference;
 
 double max_abs_diff(const mt::Tensor& a, const mt::Tensor& b) {
   std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
@@ -69,13 +64,13 @@ TEST(GPT, TwoLayersMatchPyTorch) {
     for (auto& [name, t] : r.at("params").items()) sd.insert(name, tensor(t, dt));
     gpt.load_state_dict(sd);  // strict: the parameter names are PyTorch's
     mt::Tensor logits = gpt(tokens(r["tokens"]));
-    expect_close(logits, r["logits"], tol, "logits");
+    expect_close_to_reference(logits, r["logits"], tol, "logits");
     mt::Tensor loss = F::cross_entropy(logits.reshape({-1, gpt.config.vocab_size}), tokens(r["targets"]).reshape({-1}));
     EXPECT_NEAR(loss.item<double>(), r.at("loss").get<double>(), tol);
     loss.backward();
     size_t checked = 0;
     for (auto& [name, p] : gpt.named_parameters()) {
-      expect_close(p.grad(), r.at("grads").at(name), tol * 10, name + " grad");
+      expect_close_to_reference(p.grad(), r.at("grads").at(name), tol * 10, name + " grad");
       ++checked;
     }
     EXPECT_EQ(checked, r.at("grads").size());

@@ -118,6 +118,7 @@ OPS = {
     "relu": lambda x, a: torch.relu(x),
     "gelu": lambda x, a: F.gelu(x, approximate=a["approximate"]),
     "silu": lambda x, a: F.silu(x),
+    "softplus": lambda x, a: F.softplus(x, beta=a["beta"], threshold=a["threshold"]),
     "erf": lambda x, a: torch.erf(x),
     "reciprocal": lambda x, a: torch.reciprocal(x),
     "square": lambda x, a: torch.square(x),
@@ -502,6 +503,14 @@ def integer_cases():
     add_case(fam, "where_int", "where", [rnd(2, 3) > 0, i64, i32])
 
 
+def later_unary_cases():
+    """Ops added after the first release: last, so the earlier cases keep their random inputs."""
+    fam = "unary"
+    add_case(fam, "softplus", "softplus", [rnd(2, 4, lo=-4, hi=4)], {"beta": 1, "threshold": 20})
+    # beta x beyond the threshold passes x through (value and gradient).
+    add_case(fam, "softplus_beta_threshold", "softplus", [rnd(3, 4, lo=-3, hi=3)], {"beta": 2, "threshold": 1.5})
+
+
 def promotion_table():
     dtypes = [torch.bool, torch.uint8, torch.int32, torch.int64, torch.float16, torch.bfloat16, torch.float32,
               torch.float64]
@@ -547,6 +556,7 @@ def main():
     view_cases()
     float32_cases()
     integer_cases()
+    later_unary_cases()
     doc = {"meta": {"generator": "tools/gen_reference.py", "torch": torch.__version__, "cases": len(cases)},
            "cases": cases, "promotion": promotion_table()}
     os.makedirs(os.path.dirname(args.output), exist_ok=True)

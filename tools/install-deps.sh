@@ -16,7 +16,7 @@ packages=(
   libopenmpi-dev openmpi-bin # dist/: data-parallel training over MPI (mpirun in the tests)
   dataset-fashion-mnist      # default data: /usr/share/datasets/fashion-mnist
   fortunes                   # transformer example text: /usr/share/games/fortunes
-  clang-format               # tools/format checks
+  clang-format               # tools/format.sh: the style check CI runs
   libdnnl-dev                # oneDNN 2.6: bf16/fp32 CPU matmul and convolution (optional: Eigen without it)
   "$@"
 )

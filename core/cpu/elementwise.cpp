@@ -1,12 +1,13 @@
 // CPU launchers for copy, fill, unary, binary and where. Each applies a functor from
-// core/elementwise_math.h; the per-element arithmetic lives there, shared with CUDA.
+// core/elementwise_math.h with the dtype rules of core/elementwise_dispatch.h, both shared with
+// CUDA; this file has only the loops.
 #include <bit>
 #include <cmath>
 #include <cstring>
 
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
-#include "core/elementwise_math.h"
+#include "core/elementwise_dispatch.h"
 
 // Vector libm. A call to scalar expf/erff/tanhf keeps `#pragma omp simd` loops scalar (gelu
 // ran at 1/20 of memcpy bandwidth). glibc >= 2.35 ships SSE/AVX2/AVX-512 versions of these
@@ -48,7 +49,7 @@ bool same_layout_contiguous(const Tensor& a, const Tensor& b) {
 template <typename T>
 constexpr bool kBf16Block = std::is_same_v<T, float> || std::is_same_v<T, BFloat16>;
 template <typename In, typename Out, typename Acc>
-constexpr bool kUseBlocks = std::is_same_v<Acc, float> && kBf16Block<In> && kBf16Block<Out> &&
+constexpr bool kUseBlocks = std::is_same_v<Acc, float>&& kBf16Block<In>&& kBf16Block<Out> &&
                             (std::is_same_v<In, BFloat16> || std::is_same_v<Out, BFloat16>);
 constexpr int64_t kBlock = 256;
 
@@ -161,11 +162,6 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
   });
 }
 
-template <typename T, typename F>
-void float_unary(const Tensor& in, const Tensor& out, F f) {
-  unary_loop<T, T, acc_t<T>>(in, out, f);
-}
-
 }  // namespace
 
 void copy(const Tensor& src, const Tensor& dst) {
@@ -203,118 +199,14 @@ void fill(const Tensor& dst, const Scalar& value) {
 }
 
 void unary(UnaryOp op, const Tensor& in, const Tensor& out, double a, double b) {
-  const char* name = "unary";
-  if (op == UnaryOp::IsFinite) {
-    dispatch_floating(in.dtype(), "isfinite", [&]<typename T>() {
-      unary_loop<T, bool, acc_t<T>>(in, out, math::IsFinite{});
-    });
-    return;
-  }
-  if (op == UnaryOp::LogicalNot) {
-    dispatch_all(in.dtype(), [&]<typename T>() {
-      unary_loop<T, bool, acc_t<T>>(in, out, math::LogicalNot{});
-    });
-    return;
-  }
-  // Ops defined on integers too.
-  if (op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Sign || op == UnaryOp::Square ||
-      op == UnaryOp::Clamp || op == UnaryOp::Relu) {
-    dispatch_all(in.dtype(), [&]<typename T>() {
-      if constexpr (std::is_same_v<T, bool>) {
-        MT_FAIL(name, "operation not supported for bool tensors");
-      } else {
-        using Acc = acc_t<T>;
-        switch (op) {
-          case UnaryOp::Neg: return unary_loop<T, T, Acc>(in, out, math::Neg{});
-          case UnaryOp::Abs: return unary_loop<T, T, Acc>(in, out, math::Abs{});
-          case UnaryOp::Sign: return unary_loop<T, T, Acc>(in, out, math::Sign{});
-          case UnaryOp::Square: return unary_loop<T, T, Acc>(in, out, math::Square{});
-          case UnaryOp::Relu: return unary_loop<T, T, Acc>(in, out, math::Relu{});
-          default: return unary_loop<T, T, Acc>(in, out, math::Clamp{a, b});
-        }
-      }
-    });
-    return;
-  }
-  dispatch_floating(in.dtype(), name, [&]<typename T>() {
-    switch (op) {
-      case UnaryOp::Exp: return float_unary<T>(in, out, math::Exp{});
-      case UnaryOp::Log: return float_unary<T>(in, out, math::Log{});
-      case UnaryOp::Log1p: return float_unary<T>(in, out, math::Log1p{});
-      case UnaryOp::Sqrt: return float_unary<T>(in, out, math::Sqrt{});
-      case UnaryOp::Rsqrt: return float_unary<T>(in, out, math::Rsqrt{});
-      case UnaryOp::Sin: return float_unary<T>(in, out, math::Sin{});
-      case UnaryOp::Cos: return float_unary<T>(in, out, math::Cos{});
-      case UnaryOp::Tanh: return float_unary<T>(in, out, math::Tanh{});
-      case UnaryOp::Sigmoid: return float_unary<T>(in, out, math::Sigmoid{});
-      case UnaryOp::GeluErf: return float_unary<T>(in, out, math::GeluErf{});
-      case UnaryOp::GeluTanh: return float_unary<T>(in, out, math::GeluTanh{});
-      case UnaryOp::Silu: return float_unary<T>(in, out, math::Silu{});
-      case UnaryOp::Erf: return float_unary<T>(in, out, math::Erf{});
-      case UnaryOp::Reciprocal: return float_unary<T>(in, out, math::Reciprocal{});
-      case UnaryOp::PowScalar: return float_unary<T>(in, out, math::PowScalar{a});
-      default: MT_FAIL(name, "unknown unary op ", int(op));
-    }
+  elementwise::run_unary<Dtypes>(op, in.dtype(), a, b, [&]<typename In, typename Out, typename Acc>(auto f) {
+    unary_loop<In, Out, Acc>(in, out, f);
   });
 }
 
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  const bool compare = op == BinaryOp::Eq || op == BinaryOp::Ne || op == BinaryOp::Lt ||
-                       op == BinaryOp::Le || op == BinaryOp::Gt || op == BinaryOp::Ge ||
-                       op == BinaryOp::LogicalAnd || op == BinaryOp::LogicalOr;
-  if (compare) {
-    dispatch_all(a.dtype(), [&]<typename T>() {
-      using Acc = acc_t<T>;
-      switch (op) {
-        case BinaryOp::Eq: return binary_loop<T, bool, Acc>(a, b, out, math::Eq{});
-        case BinaryOp::Ne: return binary_loop<T, bool, Acc>(a, b, out, math::Ne{});
-        case BinaryOp::Lt: return binary_loop<T, bool, Acc>(a, b, out, math::Lt{});
-        case BinaryOp::Le: return binary_loop<T, bool, Acc>(a, b, out, math::Le{});
-        case BinaryOp::Gt: return binary_loop<T, bool, Acc>(a, b, out, math::Gt{});
-        case BinaryOp::Ge: return binary_loop<T, bool, Acc>(a, b, out, math::Ge{});
-        case BinaryOp::LogicalAnd: return binary_loop<T, bool, Acc>(a, b, out, math::LogicalAnd{});
-        default: return binary_loop<T, bool, Acc>(a, b, out, math::LogicalOr{});
-      }
-    });
-    return;
-  }
-  const bool arithmetic = op == BinaryOp::Add || op == BinaryOp::Sub || op == BinaryOp::Mul ||
-                          op == BinaryOp::Div || op == BinaryOp::Maximum || op == BinaryOp::Minimum;
-  if (arithmetic && !is_floating(a.dtype())) {
-    dispatch_all(a.dtype(), [&]<typename T>() {
-      using Acc = std::conditional_t<std::is_same_v<T, bool>, int64_t, T>;
-      switch (op) {
-        case BinaryOp::Add: return binary_loop<T, T, Acc>(a, b, out, math::Add{});
-        case BinaryOp::Sub: return binary_loop<T, T, Acc>(a, b, out, math::Sub{});
-        case BinaryOp::Mul: return binary_loop<T, T, Acc>(a, b, out, math::Mul{});
-        case BinaryOp::Maximum: return binary_loop<T, T, Acc>(a, b, out, math::Maximum{});
-        case BinaryOp::Minimum: return binary_loop<T, T, Acc>(a, b, out, math::Minimum{});
-        default: return binary_loop<T, T, Acc>(a, b, out, math::FloorDivInt{});
-      }
-    });
-    return;
-  }
-  dispatch_floating(a.dtype(), "binary", [&]<typename T>() {
-    using Acc = acc_t<T>;
-    switch (op) {
-      case BinaryOp::Add: return binary_loop<T, T, Acc>(a, b, out, math::Add{});
-      case BinaryOp::Sub: return binary_loop<T, T, Acc>(a, b, out, math::Sub{});
-      case BinaryOp::Mul: return binary_loop<T, T, Acc>(a, b, out, math::Mul{});
-      case BinaryOp::Div: return binary_loop<T, T, Acc>(a, b, out, math::Div{});
-      case BinaryOp::Maximum: return binary_loop<T, T, Acc>(a, b, out, math::Maximum{});
-      case BinaryOp::Minimum: return binary_loop<T, T, Acc>(a, b, out, math::Minimum{});
-      case BinaryOp::Pow: return binary_loop<T, T, Acc>(a, b, out, math::Pow{});
-      case BinaryOp::ReluBackward: return binary_loop<T, T, Acc>(a, b, out, math::ReluBackward{});
-      case BinaryOp::GeluErfBackward: return binary_loop<T, T, Acc>(a, b, out, math::GeluErfBackward{});
-      case BinaryOp::GeluTanhBackward: return binary_loop<T, T, Acc>(a, b, out, math::GeluTanhBackward{});
-      case BinaryOp::SiluBackward: return binary_loop<T, T, Acc>(a, b, out, math::SiluBackward{});
-      case BinaryOp::SigmoidBackwardFromOutput:
-        return binary_loop<T, T, Acc>(a, b, out, math::SigmoidBackwardFromOutput{});
-      case BinaryOp::TanhBackwardFromOutput:
-        return binary_loop<T, T, Acc>(a, b, out, math::TanhBackwardFromOutput{});
-      default: MT_FAIL("binary", "unknown binary op ", int(op));
-    }
-  });
+  elementwise::run_binary<Dtypes>(
+      op, a.dtype(), [&]<typename In, typename Out, typename Acc>(auto f) { binary_loop<In, Out, Acc>(a, b, out, f); });
 }
 
 void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {

@@ -9,6 +9,7 @@
 #endif
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -21,21 +22,24 @@ namespace mantissa::cpu {
 template <typename T>
 using acc_t = std::conditional_t<
     std::is_same_v<T, double>, double,
-    std::conditional_t<std::is_same_v<T, float> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>,
-                       float, T>>;
+    std::conditional_t<std::is_same_v<T, float> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>>;
 
 template <typename To, typename From>
 inline To cast_to(From v) {
   if constexpr (std::is_same_v<To, From>) {
     return v;
   } else if constexpr (std::is_same_v<To, bool>) {
-    if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) return static_cast<float>(v) != 0.0f;
-    else return v != From(0);
+    if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>)
+      return static_cast<float>(v) != 0.0f;
+    else
+      return v != From(0);
   } else if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) {
     return cast_to<To>(static_cast<float>(v));
   } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
-    if constexpr (std::is_same_v<From, double>) return To(static_cast<double>(v));
-    else return To(static_cast<float>(v));
+    if constexpr (std::is_same_v<From, double>)
+      return To(static_cast<double>(v));
+    else
+      return To(static_cast<float>(v));
   } else {
     return static_cast<To>(v);
   }
@@ -54,27 +58,54 @@ inline uint16_t bf16_bits_rne(float f) {
 template <typename F>
 void dispatch_all(DType t, F&& f) {
   switch (t) {
-    case DType::Float32: return f.template operator()<float>();
-    case DType::Float64: return f.template operator()<double>();
-    case DType::Float16: return f.template operator()<Half>();
-    case DType::BFloat16: return f.template operator()<BFloat16>();
-    case DType::Int64: return f.template operator()<int64_t>();
-    case DType::Int32: return f.template operator()<int32_t>();
-    case DType::UInt8: return f.template operator()<uint8_t>();
-    case DType::Bool: return f.template operator()<bool>();
+    case DType::Float32:
+      return f.template operator()<float>();
+    case DType::Float64:
+      return f.template operator()<double>();
+    case DType::Float16:
+      return f.template operator()<Half>();
+    case DType::BFloat16:
+      return f.template operator()<BFloat16>();
+    case DType::Int64:
+      return f.template operator()<int64_t>();
+    case DType::Int32:
+      return f.template operator()<int32_t>();
+    case DType::UInt8:
+      return f.template operator()<uint8_t>();
+    case DType::Bool:
+      return f.template operator()<bool>();
   }
 }
 
 template <typename F>
 void dispatch_floating(DType t, const char* op, F&& f) {
   switch (t) {
-    case DType::Float32: return f.template operator()<float>();
-    case DType::Float64: return f.template operator()<double>();
-    case DType::Float16: return f.template operator()<Half>();
-    case DType::BFloat16: return f.template operator()<BFloat16>();
-    default: MT_FAIL(op, "expected a floating-point tensor, got ", dtype_name(t));
+    case DType::Float32:
+      return f.template operator()<float>();
+    case DType::Float64:
+      return f.template operator()<double>();
+    case DType::Float16:
+      return f.template operator()<Half>();
+    case DType::BFloat16:
+      return f.template operator()<BFloat16>();
+    default:
+      MT_FAIL(op, "expected a floating-point tensor, got ", dtype_name(t));
   }
 }
+
+// This device's dtype dispatch for the shared elementwise rules (core/elementwise_dispatch.h).
+struct Dtypes {
+  template <typename F>
+  static void all(DType t, F&& f) {
+    dispatch_all(t, std::forward<F>(f));
+  }
+  template <typename F>
+  static void floating(DType t, const char* op, F&& f) {
+    dispatch_floating(t, op, std::forward<F>(f));
+  }
+  template <typename T>
+  using acc = acc_t<T>;
+};
 
 // Below this many elements a loop runs on one thread: fork/join costs more than it saves.
 constexpr int64_t kParallelGrain = 32768;

@@ -1,0 +1,36 @@
+// Helpers shared by the test files.
+#pragma once
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <mantissa.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+// EXPECT_ERROR(stmt, HasSubstr("matmul"), HasSubstr("[2, 3]")): stmt throws mantissa::Error with
+// a message matching every matcher.
+#define EXPECT_ERROR(stmt, ...) \
+  EXPECT_THAT([&] { (void)(stmt); }, testing::ThrowsMessage<::mantissa::Error>(testing::AllOf(__VA_ARGS__)))
+
+namespace mantissa::test {
+
+// `got` against a tensor {"shape": [...], "data": [...]} that a tools/gen_reference*.py script
+// wrote: same shape, every element within tol * (1 + |want|). A null reference (no gradient
+// in PyTorch) expects an undefined tensor.
+inline void expect_close_to_reference(const Tensor& got, const nlohmann::json& want, double tol,
+                                      const std::string& what) {
+  if (want.is_null()) {
+    EXPECT_FALSE(got.defined()) << what;
+    return;
+  }
+  ASSERT_TRUE(got.defined()) << what << ": undefined";
+  ASSERT_EQ(got.sizes(), want.at("shape").get<Shape>()) << what;
+  const std::vector<double> g = got.to_vector<double>();
+  const std::vector<double> w = want.at("data").get<std::vector<double>>();
+  for (size_t i = 0; i < w.size(); ++i)
+    ASSERT_NEAR(g[i], w[i], tol * (1 + std::fabs(w[i]))) << what << " element " << i;
+}
+
+}  // namespace mantissa::test
