@@ -19,111 +19,41 @@ MT_HOST_DEVICE T sigmoid(T x) {
   return T(1) / (T(1) + std::exp(-x));
 }
 
+// Stateless functors whose body is one expression, one line each (x: the input; a, b: the
+// operands; g, y: a gradient and the forward's output).
+#define MT_ELEMENTWISE_FUNCTOR(Name, Ret, Params, expr) \
+  struct Name {                                         \
+    template <typename T>                               \
+    MT_HOST_DEVICE Ret operator() Params const {        \
+      return expr;                                      \
+    }                                                   \
+  }
+#define MT_UNARY_FUNCTOR(Name, expr) MT_ELEMENTWISE_FUNCTOR(Name, T, (T x), expr)
+#define MT_UNARY_PREDICATE(Name, expr) MT_ELEMENTWISE_FUNCTOR(Name, bool, (T x), expr)
+#define MT_BINARY_FUNCTOR(Name, expr) MT_ELEMENTWISE_FUNCTOR(Name, T, (T a, T b), expr)
+#define MT_BINARY_PREDICATE(Name, expr) MT_ELEMENTWISE_FUNCTOR(Name, bool, (T a, T b), expr)
+#define MT_BACKWARD_FROM_OUTPUT(Name, expr) MT_ELEMENTWISE_FUNCTOR(Name, T, (T g, T y), expr)
+
 // --- unary forward ---
-struct Neg {
-  template <typename T>
-  MT_HOST_DEVICE T operator()(T x) const {
-    return -x;
-  }
-};
-struct Abs {
-  template <typename T>
-  MT_HOST_DEVICE T operator()(T x) const {
-    return x < T(0) ? -x : x;
-  }
-};
-struct Sign {
-  template <typename T>
-  MT_HOST_DEVICE T operator()(T x) const {
-    return T((T(0) < x) - (x < T(0)));
-  }
-};
-struct Exp {
-  template <typename T>
-  MT_HOST_DEVICE T operator()(T x) const {
-    return std::exp(x);
-  }
-};
-struct Log {
-  template <typename T>
-  MT_HOST_DEVICE T operator()(T x) const {
-    return std::log(x);
-  }
-};
-struct Log1p {
-  template <typename T>
-  MT_HOST_DEVICE T operator()(T x) const {
-    return std::log1p(x);
-  }
-};
-struct Sqrt {
-  template <typename T>
-  MT_HOST_DEVICE T operator()(T x) const {
-    return std::sqrt(x);
-  }
-};
-struct Rsqrt {
-  template <typename T>
-  MT_HOST_DEVICE T operator()(T x) const {
-    return T(1) / std::sqrt(x);
-  }
-};
-struct Sin {
-  template <typename T>
-  MT_HOST_DEVICE T operator()(T x) const {
-    return std::sin(x);
-  }
-};
-struct Cos {
-  template <typename T>
-  MT_HOST_DEVICE T operator()(T x) const {
-    return std::cos(x);
-  }
-};
-struct Tanh {
-  template <typename T>
-  MT_HOST_DEVICE T operator()(T x) const {
-    return std::tanh(x);
-  }
-};
-struct Sigmoid {
-  template <typename T>
-  MT_HOST_DEVICE T operator()(T x) const {
-    return sigmoid(x);
-  }
-};
+MT_UNARY_FUNCTOR(Neg, -x);
+MT_UNARY_FUNCTOR(Abs, x < T(0) ? -x : x);
+MT_UNARY_FUNCTOR(Sign, T((T(0) < x) - (x < T(0))));
+MT_UNARY_FUNCTOR(Exp, std::exp(x));
+MT_UNARY_FUNCTOR(Log, std::log(x));
+MT_UNARY_FUNCTOR(Log1p, std::log1p(x));
+MT_UNARY_FUNCTOR(Sqrt, std::sqrt(x));
+MT_UNARY_FUNCTOR(Rsqrt, T(1) / std::sqrt(x));
+MT_UNARY_FUNCTOR(Sin, std::sin(x));
+MT_UNARY_FUNCTOR(Cos, std::cos(x));
+MT_UNARY_FUNCTOR(Tanh, std::tanh(x));
+MT_UNARY_FUNCTOR(Sigmoid, sigmoid(x));
 // NaN propagates (NaN < 0 is false), as in PyTorch: a diverging run must stay visible.
-struct Relu {
-  template <typename T>
-  MT_HOST_DEVICE T operator()(T x) const {
-    return x < T(0) ? T(0) : x;
-  }
-};
-struct Erf {
-  template <typename T>
-  MT_HOST_DEVICE T operator()(T x) const {
-    return std::erf(x);
-  }
-};
-struct Reciprocal {
-  template <typename T>
-  MT_HOST_DEVICE T operator()(T x) const {
-    return T(1) / x;
-  }
-};
-struct Square {
-  template <typename T>
-  MT_HOST_DEVICE T operator()(T x) const {
-    return x * x;
-  }
-};
+MT_UNARY_FUNCTOR(Relu, x < T(0) ? T(0) : x);
+MT_UNARY_FUNCTOR(Erf, std::erf(x));
+MT_UNARY_FUNCTOR(Reciprocal, T(1) / x);
+MT_UNARY_FUNCTOR(Square, x* x);
 // gelu(x) = x * Phi(x), Phi the standard normal CDF.
-struct GeluErf {
-  template <typename T>
-  MT_HOST_DEVICE T operator()(T x) const {
-    return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
-  }
-};
+MT_UNARY_FUNCTOR(GeluErf, T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440))));
 // gelu(x) ~= 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 struct GeluTanh {
   template <typename T>
@@ -132,12 +62,7 @@ struct GeluTanh {
     return T(0.5) * x * (T(1) + std::tanh(inner));
   }
 };
-struct Silu {
-  template <typename T>
-  MT_HOST_DEVICE T operator()(T x) const {
-    return x * sigmoid(x);
-  }
-};
+MT_UNARY_FUNCTOR(Silu, x* sigmoid(x));
 // softplus(x) = log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (PyTorch).
 struct Softplus {
   double beta, threshold;
@@ -167,30 +92,10 @@ struct Clamp {
 };
 
 // --- binary forward ---
-struct Add {
-  template <typename T>
-  MT_HOST_DEVICE T operator()(T a, T b) const {
-    return a + b;
-  }
-};
-struct Sub {
-  template <typename T>
-  MT_HOST_DEVICE T operator()(T a, T b) const {
-    return a - b;
-  }
-};
-struct Mul {
-  template <typename T>
-  MT_HOST_DEVICE T operator()(T a, T b) const {
-    return a * b;
-  }
-};
-struct Div {
-  template <typename T>
-  MT_HOST_DEVICE T operator()(T a, T b) const {
-    return a / b;
-  }
-};
+MT_BINARY_FUNCTOR(Add, a + b);
+MT_BINARY_FUNCTOR(Sub, a - b);
+MT_BINARY_FUNCTOR(Mul, a* b);
+MT_BINARY_FUNCTOR(Div, a / b);
 struct Maximum {
   template <typename T>
   MT_HOST_DEVICE T operator()(T a, T b) const {
@@ -207,12 +112,7 @@ struct Minimum {
     return a < b ? a : b;
   }
 };
-struct Pow {
-  template <typename T>
-  MT_HOST_DEVICE T operator()(T a, T b) const {
-    return std::pow(a, b);
-  }
-};
+MT_BINARY_FUNCTOR(Pow, std::pow(a, b));
 
 // Integer floor division, as torch's div with rounding_mode='floor'; the op checks for zero
 // divisors before launching (0 here only keeps the kernel defined).
@@ -226,67 +126,17 @@ struct FloorDivInt {
 };
 
 // Comparisons and logical ops: inputs in the compute type, output bool.
-struct Eq {
-  template <typename T>
-  MT_HOST_DEVICE bool operator()(T a, T b) const {
-    return a == b;
-  }
-};
-struct Ne {
-  template <typename T>
-  MT_HOST_DEVICE bool operator()(T a, T b) const {
-    return a != b;
-  }
-};
-struct Lt {
-  template <typename T>
-  MT_HOST_DEVICE bool operator()(T a, T b) const {
-    return a < b;
-  }
-};
-struct Le {
-  template <typename T>
-  MT_HOST_DEVICE bool operator()(T a, T b) const {
-    return a <= b;
-  }
-};
-struct Gt {
-  template <typename T>
-  MT_HOST_DEVICE bool operator()(T a, T b) const {
-    return a > b;
-  }
-};
-struct Ge {
-  template <typename T>
-  MT_HOST_DEVICE bool operator()(T a, T b) const {
-    return a >= b;
-  }
-};
-struct LogicalAnd {
-  template <typename T>
-  MT_HOST_DEVICE bool operator()(T a, T b) const {
-    return a != T(0) && b != T(0);
-  }
-};
-struct LogicalOr {
-  template <typename T>
-  MT_HOST_DEVICE bool operator()(T a, T b) const {
-    return a != T(0) || b != T(0);
-  }
-};
-struct LogicalNot {
-  template <typename T>
-  MT_HOST_DEVICE bool operator()(T x) const {
-    return !(x != T(0));
-  }
-};
+MT_BINARY_PREDICATE(Eq, a == b);
+MT_BINARY_PREDICATE(Ne, a != b);
+MT_BINARY_PREDICATE(Lt, a < b);
+MT_BINARY_PREDICATE(Le, a <= b);
+MT_BINARY_PREDICATE(Gt, a > b);
+MT_BINARY_PREDICATE(Ge, a >= b);
+MT_BINARY_PREDICATE(LogicalAnd, a != T(0) && b != T(0));
+MT_BINARY_PREDICATE(LogicalOr, a != T(0) || b != T(0));
+MT_UNARY_PREDICATE(LogicalNot, !(x != T(0)));
 // x - x is 0 for finite x and NaN for inf/NaN: no isfinite() needed on either side.
-struct IsFinite {
-  template <typename T>
-  MT_HOST_DEVICE bool operator()(T x) const {
-    return x - x == T(0);
-  }
-};
+MT_UNARY_PREDICATE(IsFinite, x - x == T(0));
 
 // --- fused backward formulas: (grad, saved) -> grad * f'(.) ---
 struct ReluBackward {
@@ -322,18 +172,8 @@ struct SiluBackward {
     return g * s * (T(1) + x * (T(1) - s));
   }
 };
-struct SigmoidBackwardFromOutput {
-  template <typename T>
-  MT_HOST_DEVICE T operator()(T g, T y) const {
-    return g * y * (T(1) - y);
-  }
-};
-struct TanhBackwardFromOutput {
-  template <typename T>
-  MT_HOST_DEVICE T operator()(T g, T y) const {
-    return g * (T(1) - y * y);
-  }
-};
+MT_BACKWARD_FROM_OUTPUT(SigmoidBackwardFromOutput, g* y*(T(1) - y));
+MT_BACKWARD_FROM_OUTPUT(TanhBackwardFromOutput, g*(T(1) - y * y));
 
 // ---------------------------------------------------------------- the elementwise op lists
 // One line per op; everything else is derived from these lists: the UnaryOp/BinaryOp enums
