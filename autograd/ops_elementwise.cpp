@@ -59,7 +59,7 @@ Tensor fused_backward(BinaryOp op, const Tensor& g, const Tensor& saved, Composi
 
 // Defines a unary op whose backward needs the input x.
 Tensor unary_with_input(const char* name, UnaryOp op, const Tensor& x0,
-                        std::function<Tensor(const Tensor& g, const Tensor& x)> backward) {
+                        const std::function<Tensor(const Tensor& g, const Tensor& x)>& backward) {
   Tensor x = amp::autocast_one(name, x0);
   Tensor y = unary_float(op, x);
   if (needs_grad({x})) {
@@ -72,7 +72,7 @@ Tensor unary_with_input(const char* name, UnaryOp op, const Tensor& x0,
 
 // Defines a unary op whose backward needs the output y.
 Tensor unary_with_output(const char* name, UnaryOp op, const Tensor& x0,
-                         std::function<Tensor(const Tensor& g, const Tensor& y)> backward) {
+                         const std::function<Tensor(const Tensor& g, const Tensor& y)>& backward) {
   Tensor x = amp::autocast_one(name, x0);
   Tensor y = unary_float(op, x);
   if (needs_grad({x})) {

@@ -333,6 +333,7 @@ Tensor cat(const std::vector<Tensor>& ts0, int64_t dim_in) {
   }
   if (needs_grad(ts)) {
     std::vector<DType> dtypes;
+    dtypes.reserve(ts.size());
     for (auto& x : ts) dtypes.push_back(x.dtype());
     record("CatBackward", ts, y, [sizes, dim, dtypes](const Tensor& g, auto& need) {
       Grads out;

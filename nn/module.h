@@ -38,34 +38,12 @@
 
 #include "core/error.h"
 #include "core/profiler.h"
+#include "core/state_dict.h"
 #include "core/tensor.h"
 
 namespace mantissa::nn {
 
-// An insertion-ordered name -> Tensor map (state_dict(), load_state_dict()).
-//
-//   mt::nn::StateDict sd = net.state_dict();
-//   sd.at("fc1.weight").shape_str();       // throws mantissa::Error naming a missing key
-//   for (auto& [name, t] : sd) ...          // registration order
-class StateDict {
- public:
-  using Item = std::pair<std::string, Tensor>;
-  // Adds `key`, or replaces its value in place (keeping its position).
-  void insert(const std::string& key, const Tensor& value);
-  bool contains(const std::string& key) const { return index_.count(key) != 0; }
-  const Tensor& at(const std::string& key) const;
-  Tensor& operator[](const std::string& key);  // inserts an undefined tensor when missing
-  bool erase(const std::string& key);
-  size_t size() const { return items_.size(); }
-  bool empty() const { return items_.empty(); }
-  std::vector<std::string> keys() const;
-  std::vector<Item>::const_iterator begin() const { return items_.begin(); }
-  std::vector<Item>::const_iterator end() const { return items_.end(); }
-
- private:
-  std::vector<Item> items_;
-  std::unordered_map<std::string, size_t> index_;
-};
+using StateDict = mantissa::StateDict;  // core/state_dict.h
 
 // What load_state_dict(..., strict = false) skipped.
 struct LoadResult {

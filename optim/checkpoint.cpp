@@ -38,10 +38,17 @@ std::map<std::string, double> scalars_with(const std::string& path, const std::m
   return out;
 }
 
+StateDict scalars_dict(const std::string& path, const std::map<std::string, std::string>& meta,
+                       const std::string& prefix) {
+  StateDict d;
+  d.scalars = scalars_with(path, meta, prefix);
+  return d;
+}
+
 StateDict optimizer_dict(const std::string& path, const SafeTensors& f) {
   StateDict d;
   for (const auto& [k, t] : f.tensors)
-    if (k.rfind("optimizer.", 0) == 0) d.tensors[k.substr(10)] = t;
+    if (k.rfind("optimizer.", 0) == 0) d.insert(k.substr(10), t);
   d.scalars = scalars_with(path, f.metadata, "optimizer.");
   return d;
 }
@@ -63,7 +70,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& parts, const Che
   for (const auto& [k, t] : parts.model->state_dict()) tensors[k] = t;
   if (parts.optimizer) {
     StateDict d = parts.optimizer->state_dict();
-    for (const auto& [k, t] : d.tensors) tensors["optimizer." + k] = t;
+    for (const auto& [k, t] : d) tensors["optimizer." + k] = t;
     for (const auto& [k, v] : d.scalars) meta["optimizer." + k] = num(v);
     meta["optimizer_type"] = parts.optimizer->name();
   }
@@ -73,7 +80,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& parts, const Che
     meta["scheduler_type"] = parts.scheduler->name();
   }
   if (parts.scaler)
-    for (const auto& [k, v] : parts.scaler->state_dict()) meta["scaler." + k] = num(v);
+    for (const auto& [k, v] : parts.scaler->state_dict().scalars) meta["scaler." + k] = num(v);
   for (const auto& [k, v] : info.extra) meta["extra." + k] = v;
   save_safetensors(path, tensors, meta);
 }
@@ -111,8 +118,7 @@ CheckpointInfo load_checkpoint(const std::string& path, const Checkpoint& parts)
   // fails, the earlier ones are rolled back from these snapshots.
   NoGradGuard no_grad;
   nn::StateDict model_before = snapshot(*parts.model);
-  StateDict opt_before, sched_before;
-  std::map<std::string, double> scaler_before;
+  StateDict opt_before, sched_before, scaler_before;
   if (parts.optimizer) opt_before = parts.optimizer->state_dict();
   if (parts.scheduler) sched_before = parts.scheduler->state_dict();
   if (parts.scaler) scaler_before = parts.scaler->state_dict();
@@ -122,9 +128,9 @@ CheckpointInfo load_checkpoint(const std::string& path, const Checkpoint& parts)
     stage = 1;
     if (parts.optimizer) parts.optimizer->load_state_dict(optimizer_dict(path, f));
     stage = 2;
-    if (parts.scheduler) parts.scheduler->load_state_dict({{}, scalars_with(path, f.metadata, "scheduler.")});
+    if (parts.scheduler) parts.scheduler->load_state_dict(scalars_dict(path, f.metadata, "scheduler."));
     stage = 3;
-    if (parts.scaler) parts.scaler->load_state_dict(scalars_with(path, f.metadata, "scaler."));
+    if (parts.scaler) parts.scaler->load_state_dict(scalars_dict(path, f.metadata, "scaler."));
     stage = 4;
     Generator g;
     g.set_state(rng);

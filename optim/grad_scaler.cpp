@@ -154,15 +154,20 @@ void GradScaler::update() {
   stage_ = Stage::Ready;
 }
 
-std::map<std::string, double> GradScaler::state_dict() const {
+StateDict GradScaler::state_dict() const {
   const std::vector<int32_t> c = counters();
-  return {{"scale", double(scale_.item<float>())},  {"growth_factor", opts_.growth_factor},
+  StateDict sd;
+  sd.scalars = {{"scale", double(scale_.item<float>())},  {"growth_factor", opts_.growth_factor},
           {"backoff_factor", opts_.backoff_factor}, {"growth_interval", double(opts_.growth_interval)},
           {"growth_tracker", double(c[0])},         {"overflows_in_a_row", double(c[1])},
           {"skipped_steps", double(c[2])}};
+  return sd;
 }
 
-void GradScaler::load_state_dict(const std::map<std::string, double>& s) {
+void GradScaler::load_state_dict(const StateDict& dict) {
+  MT_CHECK(dict.empty(), "GradScaler::load_state_dict", "unknown key '", dict.empty() ? "" : dict.begin()->first,
+           "' (a GradScaler has no tensors)");
+  const std::map<std::string, double>& s = dict.scalars;
   for (const char* k : {"scale", "growth_factor", "backoff_factor", "growth_interval", "growth_tracker",
                         "overflows_in_a_row", "skipped_steps"})
     MT_CHECK(s.count(k), "GradScaler::load_state_dict", "missing key '", k, "'");

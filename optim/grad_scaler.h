@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "autograd/node.h"
+#include "core/state_dict.h"
 #include "core/tensor.h"
 
 namespace mantissa::optim {
@@ -69,8 +70,10 @@ class GradScaler {
   bool is_enabled() const { return opts_.enabled; }
   const GradScalerOptions& options() const { return opts_; }
 
-  std::map<std::string, double> state_dict() const;
-  void load_state_dict(const std::map<std::string, double>& state);
+  // Scalars only: scale, growth_factor, backoff_factor, growth_interval, growth_tracker,
+  // overflows_in_a_row, skipped_steps.
+  StateDict state_dict() const;
+  void load_state_dict(const StateDict& dict);
 
  private:
   struct Sink final : autograd::FoundInfSink {

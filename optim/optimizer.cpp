@@ -246,7 +246,7 @@ StateDict Optimizer::state_dict() const {
     refresh_step(st);
     const std::string prefix = "state." + std::to_string(index) + ".";
     sd.scalars[prefix + "step"] = double(st.step);
-    for (const auto& [name, buf] : st.buffers) sd.tensors[prefix + name] = buf.clone();
+    for (const auto& [name, buf] : st.buffers) sd.insert(prefix + name, buf.clone());
   }
   for (size_t g = 0; g < groups_.size(); ++g) {
     const ParamGroup& group = groups_[g];
@@ -319,7 +319,7 @@ void Optimizer::load_state_dict(const StateDict& dict) {
   }
 
   const std::vector<std::string> known = buffer_names();
-  for (const auto& [key, t] : dict.tensors) {
+  for (const auto& [key, t] : dict) {
     int64_t index;
     std::string rest;
     MT_CHECK(split_key(key, "state.", index, rest), op, "unknown key '", key, "' for ", name_);

@@ -16,16 +16,14 @@
 #include <vector>
 
 #include "core/elementwise_math.h"
+#include "core/state_dict.h"
 #include "core/tensor.h"
 
 namespace mantissa::optim {
 
-// A checkpointable snapshot: tensors and numbers keyed by dotted names, e.g.
-// "state.3.exp_avg" (tensor), "state.3.step", "param_groups.0.lr" (scalars).
-struct StateDict {
-  std::map<std::string, Tensor> tensors;
-  std::map<std::string, double> scalars;
-};
+// Tensors and numbers keyed by dotted names, e.g. "state.3.exp_avg" (tensor), "state.3.step",
+// "param_groups.0.lr" (scalars): the one state-dict type (core/state_dict.h).
+using StateDict = mantissa::StateDict;
 
 // A set of parameters sharing hyper-parameters (PyTorch semantics): unset fields take the
 // optimizer's defaults when the group is added; afterwards every field is set.

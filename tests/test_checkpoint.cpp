@@ -106,7 +106,7 @@ TEST(Checkpoint, BadFilesLeaveTheModelUntouched) {
   TrainingRun b;
   b.train(1);
   const auto before = weights(b.net);
-  const auto opt_before = b.opt.state_dict().tensors.size();
+  const auto opt_before = b.opt.state_dict().size();
 
   // Truncated.
   const fs::path trunc = temp_path("trunc.safetensors");
@@ -135,7 +135,7 @@ TEST(Checkpoint, BadFilesLeaveTheModelUntouched) {
   mt::optim::SGD sgd(b.net.parameters(), {.lr = 0.1});
   EXPECT_THROW(mt::optim::load_checkpoint(path.string(), {.model = &b.net, .optimizer = &sgd}), mt::Error);
   EXPECT_EQ(weights(b.net), before);
-  EXPECT_EQ(b.opt.state_dict().tensors.size(), opt_before);
+  EXPECT_EQ(b.opt.state_dict().size(), opt_before);
 }
 
 TEST(Checkpoint, SaveIsAtomic) {

@@ -363,7 +363,7 @@ TEST(OptimizerAmp, FoundInfSkipsTheStep) {
   opt.step({.found_inf = mt::ones({1})});
   EXPECT_EQ(p.values(), before);
   EXPECT_EQ(opt.state(0)->step, 1);
-  EXPECT_EQ(values(opt.state(0)->buffers.at("exp_avg")), values(sd.tensors.at("state.0.exp_avg")));
+  EXPECT_EQ(values(opt.state(0)->buffers.at("exp_avg")), values(sd.at("state.0.exp_avg")));
   opt.step({.found_inf = mt::zeros({1})});
   EXPECT_NE(p.values(), before);
   EXPECT_EQ(opt.state(0)->step, 2);
@@ -415,12 +415,12 @@ TEST(OptimizerStateDict, KeysAndDeepCopy) {
   EXPECT_EQ(sd.scalars.at("param_groups.1.lr"), 0.01);
   EXPECT_EQ(sd.scalars.at("param_groups.0.num_params"), 1);
   EXPECT_EQ(sd.scalars.at("param_groups.0.beta2"), 0.999);
-  EXPECT_EQ(sd.tensors.at("state.0.exp_avg").sizes(), (mt::Shape{2, 3}));
-  EXPECT_EQ(sd.tensors.at("state.1.exp_avg_sq").sizes(), (mt::Shape{2}));
-  EXPECT_EQ(sd.tensors.count("state.0.max_exp_avg_sq"), 0u);
-  const std::vector<float> saved = values(sd.tensors.at("state.0.exp_avg"));
+  EXPECT_EQ(sd.at("state.0.exp_avg").sizes(), (mt::Shape{2, 3}));
+  EXPECT_EQ(sd.at("state.1.exp_avg_sq").sizes(), (mt::Shape{2}));
+  EXPECT_EQ(sd.contains("state.0.max_exp_avg_sq"), false);
+  const std::vector<float> saved = values(sd.at("state.0.exp_avg"));
   p.train_step(opt);
-  EXPECT_EQ(values(sd.tensors.at("state.0.exp_avg")), saved);  // a copy, not the live buffer
+  EXPECT_EQ(values(sd.at("state.0.exp_avg")), saved);  // a copy, not the live buffer
 }
 
 TEST(OptimizerStateDict, LoadValidatesBeforeChangingAnything) {
@@ -439,24 +439,24 @@ TEST(OptimizerStateDict, LoadValidatesBeforeChangingAnything) {
     // Nothing changed.
     const optim::StateDict now = opt.state_dict();
     EXPECT_EQ(now.scalars, good.scalars);
-    for (const auto& [k, t] : good.tensors) EXPECT_EQ(values(now.tensors.at(k)), values(t)) << k;
+    for (const auto& [k, t] : good) EXPECT_EQ(values(now.at(k)), values(t)) << k;
   };
 
   optim::StateDict bad = good;
-  bad.tensors["state.0.exp_avg"] = mt::zeros({3, 2});
+  bad.insert("state.0.exp_avg", mt::zeros({3, 2}));
   bad.scalars["param_groups.0.lr"] = 123;
   expect_error(bad, "state.0.exp_avg");
 
   bad = good;
-  bad.tensors["state.0.bogus"] = mt::zeros({2, 3});
+  bad.insert("state.0.bogus", mt::zeros({2, 3}));
   expect_error(bad, "state.0.bogus");
 
   bad = good;
-  bad.tensors["state.2.exp_avg"] = mt::zeros({2, 3});
+  bad.insert("state.2.exp_avg", mt::zeros({2, 3}));
   expect_error(bad, "state.2.exp_avg");
 
   bad = good;
-  bad.tensors.erase("state.1.exp_avg_sq");
+  bad.erase("state.1.exp_avg_sq");
   expect_error(bad, "state.1.exp_avg_sq");
 
   bad = good;
@@ -480,7 +480,7 @@ TEST(OptimizerStateDict, LoadValidatesBeforeChangingAnything) {
   expect_error(bad, "param_groups.0");
 
   bad = good;
-  bad.tensors["state.0.exp_avg"] = mt::zeros({2, 3}, {.dtype = mt::kInt64});
+  bad.insert("state.0.exp_avg", mt::zeros({2, 3}, {.dtype = mt::kInt64}));
   expect_error(bad, "state.0.exp_avg");
 
   // A state dict of another optimizer type.
@@ -491,7 +491,7 @@ TEST(OptimizerStateDict, LoadValidatesBeforeChangingAnything) {
 
   // The good one loads, converting dtype (float64 state into float32 params).
   optim::StateDict wide = good;
-  for (auto& [k, t] : wide.tensors) t = t.to(mt::kDouble);
+  for (auto& [k, t] : wide) t = t.to(mt::kDouble);
   opt.load_state_dict(wide);
   EXPECT_EQ(opt.state(0)->buffers.at("exp_avg").dtype(), mt::kFloat32);
 }

@@ -17,6 +17,7 @@ packages=(
   dataset-fashion-mnist      # default data: /usr/share/datasets/fashion-mnist
   fortunes                   # transformer example text: /usr/share/games/fortunes
   clang-format               # tools/format.sh: the style check CI runs
+  clang-tidy                 # tools/tidy.sh: bugprone/performance checks on changed files
   libdnnl-dev                # oneDNN 2.6: bf16/fp32 CPU matmul and convolution (optional: Eigen without it)
   "$@"
 )

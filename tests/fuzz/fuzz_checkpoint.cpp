@@ -30,7 +30,7 @@ std::string fingerprint(Parts& p) {
   }
   for (const auto& [k, v] : p.opt.state_dict().scalars) s += k + std::to_string(v);
   for (const auto& [k, v] : p.sched.state_dict().scalars) s += k + std::to_string(v);
-  for (const auto& [k, v] : p.scaler.state_dict()) s += k + std::to_string(v);
+  for (const auto& [k, v] : p.scaler.state_dict().scalars) s += k + std::to_string(v);
   return s;
 }
 
