@@ -5,12 +5,14 @@
 namespace mantissa::optim {
 
 namespace {
-std::map<std::string, double> adam_options(const AdamOptions& o) {
-  return {{"beta1", o.betas[0]},
-          {"beta2", o.betas[1]},
-          {"eps", o.eps},
-          {"amsgrad", o.amsgrad ? 1.0 : 0.0},
-          {"maximize", o.maximize ? 1.0 : 0.0}};
+ParamGroup adam_defaults(const AdamOptions& o) {
+  return {.lr = o.lr,
+          .weight_decay = o.weight_decay,
+          .beta1 = o.betas[0],
+          .beta2 = o.betas[1],
+          .eps = o.eps,
+          .amsgrad = o.amsgrad,
+          .maximize = o.maximize};
 }
 }  // namespace
 
@@ -21,25 +23,22 @@ Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults)
     : Adam("Adam", std::move(groups), defaults, /*decoupled=*/false) {}
 
 Adam::Adam(std::string name, std::vector<ParamGroup> groups, const AdamOptions& defaults, bool decoupled)
-    : Optimizer(std::move(name), defaults.lr, defaults.weight_decay, adam_options(defaults)), decoupled_(decoupled) {
+    : Optimizer(std::move(name), adam_defaults(defaults)), decoupled_(decoupled) {
   init_groups(std::move(groups));
 }
 
 void Adam::check_group(const ParamGroup& g) const {
   const std::string& op = name();
-  const double lr = g.get("lr"), eps = g.get("eps"), b1 = g.get("beta1"), b2 = g.get("beta2");
-  const double wd = g.get("weight_decay"), amsgrad = g.get("amsgrad"), maximize = g.get("maximize");
+  const double lr = *g.lr, eps = *g.eps, b1 = *g.beta1, b2 = *g.beta2, wd = *g.weight_decay;
   MT_CHECK(lr >= 0, op, "invalid learning rate: ", lr);
   MT_CHECK(eps >= 0, op, "invalid epsilon value: ", eps);
   MT_CHECK(b1 >= 0 && b1 < 1, op, "invalid beta parameter at index 0: ", b1);
   MT_CHECK(b2 >= 0 && b2 < 1, op, "invalid beta parameter at index 1: ", b2);
   MT_CHECK(wd >= 0, op, "invalid weight_decay value: ", wd);
-  MT_CHECK(amsgrad == 0 || amsgrad == 1, op, "amsgrad must be 0 or 1, got ", amsgrad);
-  MT_CHECK(maximize == 0 || maximize == 1, op, "maximize must be 0 or 1, got ", maximize);
 }
 
 std::vector<std::string> Adam::required_buffers(const ParamGroup& group) const {
-  if (group.get("amsgrad") != 0) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+  if (*group.amsgrad) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
   return {"exp_avg", "exp_avg_sq"};
 }
 
@@ -48,12 +47,12 @@ math::OptimizerHyper Adam::step_hyper(const ParamGroup& group) const {
   h.kind = math::OptimizerKind::Adam;
   h.lr = *group.lr;
   h.weight_decay = *group.weight_decay;
-  h.beta1 = group.get("beta1");
-  h.beta2 = group.get("beta2");
-  h.eps = group.get("eps");
+  h.beta1 = *group.beta1;
+  h.beta2 = *group.beta2;
+  h.eps = *group.eps;
   h.decoupled_weight_decay = decoupled_;
-  h.amsgrad = group.get("amsgrad") != 0;
-  h.maximize = group.get("maximize") != 0;
+  h.amsgrad = *group.amsgrad;
+  h.maximize = *group.maximize;
   return h;
 }
 

@@ -11,8 +11,8 @@ namespace {
 
 // The momentum hyper-parameter a group has: "momentum" (SGD) or "beta1" (Adam); "" if none.
 std::string momentum_key(const ParamGroup& g) {
-  if (g.options.count("momentum")) return "momentum";
-  if (g.options.count("beta1")) return "beta1";
+  if (g.momentum) return "momentum";
+  if (g.beta1) return "beta1";
   return "";
 }
 

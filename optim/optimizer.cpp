@@ -13,38 +13,69 @@
 
 namespace mantissa::optim {
 
+namespace {
+
+// The group's hyper-parameters by name: a number or a flag (0/1), in declaration order.
+struct Field {
+  const char* name;
+  std::optional<double> ParamGroup::*number;
+  std::optional<bool> ParamGroup::*flag;
+};
+constexpr Field kFields[] = {
+    {"lr", &ParamGroup::lr, nullptr},
+    {"weight_decay", &ParamGroup::weight_decay, nullptr},
+    {"momentum", &ParamGroup::momentum, nullptr},
+    {"dampening", &ParamGroup::dampening, nullptr},
+    {"nesterov", nullptr, &ParamGroup::nesterov},
+    {"beta1", &ParamGroup::beta1, nullptr},
+    {"beta2", &ParamGroup::beta2, nullptr},
+    {"eps", &ParamGroup::eps, nullptr},
+    {"amsgrad", nullptr, &ParamGroup::amsgrad},
+    {"maximize", nullptr, &ParamGroup::maximize},
+};
+
+const Field* find_field(const std::string& name) {
+  for (const Field& f : kFields)
+    if (name == f.name) return &f;
+  return nullptr;
+}
+
+bool is_set(const ParamGroup& g, const Field& f) {
+  return f.number ? (g.*f.number).has_value() : (g.*f.flag).has_value();
+}
+
+}  // namespace
+
+bool ParamGroup::has(const std::string& name) const {
+  const Field* f = find_field(name);
+  return f && is_set(*this, *f);
+}
+
 double ParamGroup::get(const std::string& name) const {
-  if (name == "lr") {
-    MT_CHECK(lr.has_value(), "ParamGroup", "lr is not set");
-    return *lr;
-  }
-  if (name == "weight_decay") {
-    MT_CHECK(weight_decay.has_value(), "ParamGroup", "weight_decay is not set");
-    return *weight_decay;
-  }
-  auto it = options.find(name);
-  MT_CHECK(it != options.end(), "ParamGroup", "no hyper-parameter named '", name, "'");
-  return it->second;
+  const Field* f = find_field(name);
+  MT_CHECK(f && is_set(*this, *f), "ParamGroup", "no hyper-parameter named '", name, "' is set");
+  return f->number ? *(this->*f->number) : double(*(this->*f->flag));
 }
 
 void ParamGroup::set(const std::string& name, double value) {
-  if (name == "lr") {
-    lr = value;
-  } else if (name == "weight_decay") {
-    weight_decay = value;
+  const Field* f = find_field(name);
+  MT_CHECK(f && is_set(*this, *f), "ParamGroup", "no hyper-parameter named '", name, "' in this group");
+  if (f->number) {
+    this->*f->number = value;
   } else {
-    auto it = options.find(name);
-    MT_CHECK(it != options.end(), "ParamGroup", "no hyper-parameter named '", name, "'");
-    it->second = value;
+    MT_CHECK(value == 0 || value == 1, "ParamGroup", "flag '", name, "' must be 0 or 1, got ", value);
+    this->*f->flag = value != 0;
   }
 }
 
-Optimizer::Optimizer(std::string name, double default_lr, double default_weight_decay,
-                     std::map<std::string, double> default_options)
-    : name_(std::move(name)),
-      default_lr_(default_lr),
-      default_weight_decay_(default_weight_decay),
-      default_options_(std::move(default_options)) {}
+std::vector<std::string> ParamGroup::names() const {
+  std::vector<std::string> out;
+  for (const Field& f : kFields)
+    if (is_set(*this, f)) out.push_back(f.name);
+  return out;
+}
+
+Optimizer::Optimizer(std::string name, ParamGroup defaults) : name_(std::move(name)), defaults_(std::move(defaults)) {}
 
 void Optimizer::init_groups(std::vector<ParamGroup> groups) {
   size_t total = 0;
@@ -68,11 +99,14 @@ void Optimizer::add_param_group(ParamGroup group) {
              "amp::Autocast for float16/bfloat16 compute");
     MT_CHECK(seen.insert(p.impl()).second, op, "some parameters appear in more than one parameter group");
   }
-  if (!group.lr) group.lr = default_lr_;
-  if (!group.weight_decay) group.weight_decay = default_weight_decay_;
-  for (const auto& [key, value] : group.options)
-    MT_CHECK(default_options_.count(key), op, "unknown hyper-parameter '", key, "' for ", name_);
-  for (const auto& [key, value] : default_options_) group.options.emplace(key, value);
+  for (const Field& f : kFields) {
+    const bool used = is_set(defaults_, f);
+    MT_CHECK(used || !is_set(group, f), op, "unknown hyper-parameter '", f.name, "' for ", name_);
+    if (used && !is_set(group, f)) {
+      if (f.number) group.*f.number = defaults_.*f.number;
+      else group.*f.flag = defaults_.*f.flag;
+    }
+  }
   check_group(group);
   groups_.push_back(std::move(group));
 }
@@ -251,10 +285,8 @@ StateDict Optimizer::state_dict() const {
   for (size_t g = 0; g < groups_.size(); ++g) {
     const ParamGroup& group = groups_[g];
     const std::string prefix = "param_groups." + std::to_string(g) + ".";
-    sd.scalars[prefix + "lr"] = *group.lr;
-    sd.scalars[prefix + "weight_decay"] = *group.weight_decay;
     sd.scalars[prefix + "num_params"] = double(group.params.size());
-    for (const auto& [name, value] : group.options) sd.scalars[prefix + name] = value;
+    for (const std::string& name : group.names()) sd.scalars[prefix + name] = group.get(name);
   }
   return sd;
 }
@@ -296,8 +328,7 @@ void Optimizer::load_state_dict(const StateDict& dict) {
         MT_CHECK(value == double(group.params.size()), op, "key '", key, "': the saved group has ", value,
                  " parameters, this one ", group.params.size());
       } else {
-        MT_CHECK(rest == "lr" || rest == "weight_decay" || group.options.count(rest), op, "unknown key '", key,
-                 "' for ", name_);
+        MT_CHECK(group.has(rest), op, "unknown key '", key, "' for ", name_);
         group.set(rest, value);
       }
     } else if (split_key(key, "state.", index, rest) && rest == "step") {
@@ -313,8 +344,8 @@ void Optimizer::load_state_dict(const StateDict& dict) {
   // Every group hyper-parameter present (unknown keys were rejected above).
   for (size_t g = 0; g < groups.size(); ++g) {
     const std::string prefix = "param_groups." + std::to_string(g) + ".";
-    std::vector<std::string> names = {"lr", "weight_decay", "num_params"};
-    for (const auto& [name, value] : groups[g].options) names.push_back(name);
+    std::vector<std::string> names = groups[g].names();
+    names.push_back("num_params");
     for (const auto& name : names) MT_CHECK(dict.scalars.count(prefix + name), op, "missing key '", prefix + name, "'");
   }
 

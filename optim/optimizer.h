@@ -26,22 +26,30 @@ namespace mantissa::optim {
 using StateDict = mantissa::StateDict;
 
 // A set of parameters sharing hyper-parameters (PyTorch semantics): unset fields take the
-// optimizer's defaults when the group is added; afterwards every field is set.
+// optimizer's defaults when the group is added; afterwards every field the optimizer uses is
+// set, and a field it does not use (momentum for Adam) is rejected.
 //
-//   mt::optim::ParamGroup g{.params = {w, b}, .lr = 0.01};
-//   g.options["momentum"] = 0.5;      // optimizer-specific override
+//   mt::optim::ParamGroup g{.params = {w, b}, .lr = 0.01, .momentum = 0.5};
 struct ParamGroup {
   std::vector<Tensor> params = {};
   std::optional<double> lr = std::nullopt;
   std::optional<double> weight_decay = std::nullopt;
-  // The optimizer's other hyper-parameters by name ("momentum", "beta1", "eps", "nesterov"
-  // with 0/1 for flags...). Unknown names are rejected when the group is added.
-  std::map<std::string, double> options = {};
+  std::optional<double> momentum = std::nullopt;   // SGD
+  std::optional<double> dampening = std::nullopt;  // SGD
+  std::optional<bool> nesterov = std::nullopt;     // SGD
+  std::optional<double> beta1 = std::nullopt;      // Adam, AdamW
+  std::optional<double> beta2 = std::nullopt;      // Adam, AdamW
+  std::optional<double> eps = std::nullopt;        // Adam, AdamW
+  std::optional<bool> amsgrad = std::nullopt;      // Adam, AdamW
+  std::optional<bool> maximize = std::nullopt;     // every optimizer
 
-  // The value of a hyper-parameter ("lr", "weight_decay" or an option); throws when missing.
+  // By name, for schedulers and state dicts ("lr", "momentum", ...; flags read as 0 or 1).
+  // get() throws when the field is not set, set() when it is not (not used by the optimizer).
   double get(const std::string& name) const;
-  // Sets "lr", "weight_decay" or an existing option; throws on an unknown name.
   void set(const std::string& name, double value);
+  bool has(const std::string& name) const;
+  // The names of the fields that are set, in declaration order.
+  std::vector<std::string> names() const;
 };
 
 struct StepOptions {
@@ -114,8 +122,8 @@ class Optimizer {
   const std::string& name() const { return name_; }
 
  protected:
-  Optimizer(std::string name, double default_lr, double default_weight_decay,
-            std::map<std::string, double> default_options);
+  // `defaults` sets every hyper-parameter this optimizer uses, and only those.
+  Optimizer(std::string name, ParamGroup defaults);
   // Adds the constructor's groups (at least one parameter in all).
   void init_groups(std::vector<ParamGroup> groups);
 
@@ -136,8 +144,7 @@ class Optimizer {
 
  private:
   std::string name_;
-  double default_lr_, default_weight_decay_;
-  std::map<std::string, double> default_options_;
+  ParamGroup defaults_;
   std::vector<ParamGroup> groups_;
   mutable std::map<int64_t, ParamState> state_;  // mutable: readers refresh `step` from step_count
 };

@@ -91,10 +91,22 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& type, const 
       } else if (key == "weight_decay") {
         g.weight_decay = value.get<double>();
       } else if (key == "betas") {
-        g.options["beta1"] = value[0].get<double>();
-        g.options["beta2"] = value[1].get<double>();
+        g.beta1 = value[0].get<double>();
+        g.beta2 = value[1].get<double>();
+      } else if (key == "momentum") {
+        g.momentum = value.get<double>();
+      } else if (key == "dampening") {
+        g.dampening = value.get<double>();
+      } else if (key == "eps") {
+        g.eps = value.get<double>();
+      } else if (key == "nesterov") {
+        g.nesterov = value.get<bool>();
+      } else if (key == "amsgrad") {
+        g.amsgrad = value.get<bool>();
+      } else if (key == "maximize") {
+        g.maximize = value.get<bool>();
       } else {
-        g.options[key] = value.is_boolean() ? double(value.get<bool>()) : value.get<double>();
+        ADD_FAILURE() << "unknown parameter-group key in the fixture: " << key;
       }
     }
     groups.push_back(std::move(g));
@@ -187,7 +199,7 @@ TEST(OptimReference, SchedulerSequences) {
         EXPECT_EQ(*opt->param_groups()[g].lr, got[g]);
         if (c.contains("momentum")) {
           const auto& grp = opt->param_groups()[g];
-          const double m = grp.options.count("beta1") ? grp.get("beta1") : grp.get("momentum");
+          const double m = grp.beta1 ? *grp.beta1 : *grp.momentum;
           EXPECT_NEAR(m, c.at("momentum")[t][g].get<double>(), 1e-12) << name << " momentum, step " << t;
         }
       }
@@ -243,7 +255,7 @@ TEST(Optimizer, RejectsBadParametersAndHyperParameters) {
   EXPECT_THROW(optim::SGD({w}, {.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .nesterov = true}), mt::Error);
   EXPECT_THROW(optim::Adam({w}, {.betas = {1.0, 0.999}}), mt::Error);
   EXPECT_THROW(optim::Adam({w}, {.eps = -1}), mt::Error);
-  EXPECT_THROW(optim::Adam({{.params = {w}, .options = {{"momentum", 0.9}}}}), mt::Error);  // not an Adam option
+  EXPECT_THROW(optim::Adam({{.params = {w}, .momentum = 0.9}}), mt::Error);  // not an Adam option
   optim::SGD opt({w}, {.lr = 0.1});
   EXPECT_THROW(opt.add_param_group({.params = {w}}), mt::Error);  // already in a group
   opt.param_groups()[0].lr = -0.5;
