@@ -57,110 +57,49 @@ namespace {
 // open a range named after the op, then call the real kernel. Off, the cost is the branch
 // in backend_for().
 
-// Inner() returns the real table; every entry forwards to it inside a range.
+// The profiled twin of the table Inner() returns.
 template <const Backend& (*Inner)()>
-struct Profiled {
-  static void copy(const Tensor& src, const Tensor& dst) {
-    profiler::Range r("copy");
-    Inner().copy(src, dst);
-  }
-  static void fill(const Tensor& dst, const Scalar& value) {
-    profiler::Range r("fill");
-    Inner().fill(dst, value);
-  }
-  static void unary(UnaryOp op, const Tensor& in, const Tensor& out, double a, double b) {
-    profiler::Range r(op_name(op));
-    Inner().unary(op, in, out, a, b);
-  }
-  static void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-    profiler::Range r(op_name(op));
-    Inner().binary(op, a, b, out);
-  }
-  static void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
-    profiler::Range r("where");
-    Inner().where(cond, a, b, out);
-  }
-  static void reduce(ReduceOp op, const Tensor& in, const Tensor& out) {
-    profiler::Range r(op_name(op));
-    Inner().reduce(op, in, out);
-  }
-  static void var_mean(const Tensor& in, const Tensor& var, const Tensor& mean, int64_t correction) {
-    profiler::Range r("var_mean");
-    Inner().var_mean(in, var, mean, correction);
-  }
-  static void softmax(const Tensor& in, const Tensor& out, bool log) {
-    profiler::Range r(log ? "log_softmax" : "softmax");
-    Inner().softmax(in, out, log);
-  }
-  static void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
-    profiler::Range r("matmul");
-    Inner().matmul(a, b, bias, out);
-  }
-  static void index_select(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) {
-    profiler::Range r("index_select");
-    Inner().index_select(in, dim, index, out);
-  }
-  static void gather(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) {
-    profiler::Range r("gather");
-    Inner().gather(in, dim, index, out);
-  }
-  static void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
-    profiler::Range r("scatter_add");
-    Inner().scatter_add(out, dim, index, src);
-  }
-  static void accumulate_grad(const Tensor& src, const Tensor& dst, bool init, const Tensor& found_inf) {
-    profiler::Range r("accumulate_grad");
-    Inner().accumulate_grad(src, dst, init, found_inf);
-  }
-  static void fused_optimizer_step(const FusedStepArgs& args) {
-    profiler::Range r("fused_optimizer_step");
-    Inner().fused_optimizer_step(args);
-  }
-  static void update_scale(const Tensor& scale, const Tensor& counters, const Tensor& found_inf,
-                           const math::ScaleUpdate& rule) {
-    profiler::Range r("update_scale");
-    Inner().update_scale(scale, counters, found_inf, rule);
-  }
-
-  static void dropout_mask(const Tensor& out, double p, uint64_t seed) {
-    profiler::Range r("dropout_mask");
-    Inner().dropout_mask(out, p, seed);
-  }
-
-  static const Backend& table() {
-    static const Backend t{
-        .copy = copy,
-        .fill = fill,
-        .unary = unary,
-        .binary = binary,
-        .where = where,
-        .reduce = reduce,
-        .var_mean = var_mean,
-        .softmax = softmax,
-        .matmul = matmul,
-        .index_select = index_select,
-        .gather = gather,
-        .scatter_add = scatter_add,
-        .accumulate_grad = accumulate_grad,
-        .fused_optimizer_step = fused_optimizer_step,
-        .update_scale = update_scale,
-        .dropout_mask = dropout_mask,
-    };
-    return t;
-  }
-};
+const Backend& profiled() {
+#define MT_ENTRY(entry) MT_PROFILED_ENTRY(Backend, Inner, entry, #entry)
+#define MT_OP_ENTRY(entry) MT_PROFILED_OP_ENTRY(Backend, Inner, entry, op_name)
+  static const Backend t{
+      MT_ENTRY(copy),
+      MT_ENTRY(fill),
+      MT_OP_ENTRY(unary),
+      MT_OP_ENTRY(binary),
+      MT_ENTRY(where),
+      MT_OP_ENTRY(reduce),
+      MT_ENTRY(var_mean),
+      .softmax =
+          [](const Tensor& in, const Tensor& out, bool log) {
+            profiler::detail::call_in_range<Backend, Inner, &Backend::softmax>(log ? "log_softmax" : "softmax", in, out,
+                                                                               log);
+          },
+      MT_ENTRY(matmul),
+      MT_ENTRY(index_select),
+      MT_ENTRY(gather),
+      MT_ENTRY(scatter_add),
+      MT_ENTRY(accumulate_grad),
+      MT_ENTRY(fused_optimizer_step),
+      MT_ENTRY(update_scale),
+      MT_ENTRY(dropout_mask),
+  };
+#undef MT_ENTRY
+#undef MT_OP_ENTRY
+  return t;
+}
 
 const Backend& cuda_table() { return *find_backend(DeviceType::CUDA)->kernels; }
 
 }  // namespace
 
 const Backend& backend_for(Device d) {
-  if (d.is_cpu()) return profiler::enabled() ? Profiled<cpu_backend>::table() : cpu_backend();
+  if (d.is_cpu()) return profiler::enabled() ? profiled<cpu_backend>() : cpu_backend();
   const DeviceBackend* b = find_backend(d.type);
   MT_CHECK(b != nullptr, "dispatch", "device ", d.str(), " is not available: mantissa was built without it");
   MT_CHECK(d.index < b->device_count(), "dispatch", "device ", d.str(), " is not available (", b->device_count(),
            " devices found)");
-  return profiler::enabled() ? Profiled<cuda_table>::table() : *b->kernels;
+  return profiler::enabled() ? profiled<cuda_table>() : *b->kernels;
 }
 
 }  // namespace mantissa

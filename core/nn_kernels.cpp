@@ -40,52 +40,43 @@ const NnKernels* cpu_nn_kernels() {
 const NnKernels& cpu_table() { return *cpu_nn_kernels(); }
 const NnKernels& cuda_table() { return *find_backend(DeviceType::CUDA)->nn; }
 
-// While profiling is on, nn_kernels_for() hands out this twin of a table: each entry opens
-// a range named after the kernel, then calls the real one (see core/backend.cpp).
+// The profiled twin of the table Inner() returns (core/profiler.h).
 template <const NnKernels& (*Inner)()>
-struct Profiled {
-  template <auto Member, typename... Args>
-  static void call(const char* name, Args&&... args) {
-    profiler::Range r(name);
-    (Inner().*Member)(std::forward<Args>(args)...);
-  }
-  // Each entry: a lambda with the entry's signature that forwards through call<>().
-#define MT_PROFILED_ENTRY(entry) .entry = [](auto... args) { call<&NnKernels::entry>(#entry, args...); }
-  static const NnKernels& table() {
-    static const NnKernels t{
-        MT_PROFILED_ENTRY(conv2d_forward),
-        MT_PROFILED_ENTRY(conv2d_backward),
-        MT_PROFILED_ENTRY(im2col),
-        MT_PROFILED_ENTRY(col2im),
-        MT_PROFILED_ENTRY(max_pool2d),
-        MT_PROFILED_ENTRY(avg_pool2d),
-        MT_PROFILED_ENTRY(avg_pool2d_backward),
-        MT_PROFILED_ENTRY(adaptive_avg_pool2d),
-        MT_PROFILED_ENTRY(adaptive_avg_pool2d_backward),
-        MT_PROFILED_ENTRY(layer_norm),
-        MT_PROFILED_ENTRY(layer_norm_backward),
-        MT_PROFILED_ENTRY(batch_norm_stats),
-        MT_PROFILED_ENTRY(batch_norm_apply),
-        MT_PROFILED_ENTRY(batch_norm_backward),
-        MT_PROFILED_ENTRY(cross_entropy),
-        MT_PROFILED_ENTRY(cross_entropy_backward),
-        MT_PROFILED_ENTRY(attention_forward),
-        MT_PROFILED_ENTRY(attention_backward),
-        MT_PROFILED_ENTRY(triangle),
-    };
-    return t;
-  }
-#undef MT_PROFILED_ENTRY
-};
+const NnKernels& profiled() {
+#define MT_ENTRY(entry) MT_PROFILED_ENTRY(NnKernels, Inner, entry, #entry)
+  static const NnKernels t{
+      MT_ENTRY(conv2d_forward),
+      MT_ENTRY(conv2d_backward),
+      MT_ENTRY(im2col),
+      MT_ENTRY(col2im),
+      MT_ENTRY(max_pool2d),
+      MT_ENTRY(avg_pool2d),
+      MT_ENTRY(avg_pool2d_backward),
+      MT_ENTRY(adaptive_avg_pool2d),
+      MT_ENTRY(adaptive_avg_pool2d_backward),
+      MT_ENTRY(layer_norm),
+      MT_ENTRY(layer_norm_backward),
+      MT_ENTRY(batch_norm_stats),
+      MT_ENTRY(batch_norm_apply),
+      MT_ENTRY(batch_norm_backward),
+      MT_ENTRY(cross_entropy),
+      MT_ENTRY(cross_entropy_backward),
+      MT_ENTRY(attention_forward),
+      MT_ENTRY(attention_backward),
+      MT_ENTRY(triangle),
+  };
+#undef MT_ENTRY
+  return t;
+}
 
 }  // namespace
 
 const NnKernels& nn_kernels_for(Device device, const char* op) {
-  if (device.is_cpu()) return profiler::enabled() ? Profiled<cpu_table>::table() : *cpu_nn_kernels();
+  if (device.is_cpu()) return profiler::enabled() ? profiled<cpu_table>() : *cpu_nn_kernels();
   (void)backend_for(device);  // throws when the device is not available
   const NnKernels* k = find_backend(device.type)->nn;
   MT_CHECK(k != nullptr, op, "no kernels for ", device.str(), " are registered (the op runs on the CPU only)");
-  if (device.type == DeviceType::CUDA && profiler::enabled()) return Profiled<cuda_table>::table();
+  if (device.type == DeviceType::CUDA && profiler::enabled()) return profiled<cuda_table>();
   return *k;
 }
 

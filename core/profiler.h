@@ -64,3 +64,21 @@ class Range {
 };
 
 }  // namespace mantissa::profiler
+
+// Twins of the kernel tables while profiling (backend_for, nn_kernels_for): each entry of the
+// twin opens a range named after the kernel, then calls the real table's entry.
+//   static const Backend t{MT_PROFILED_ENTRY(Backend, cpu_backend, matmul, "matmul"), ...};
+namespace mantissa::profiler::detail {
+template <typename Table, const Table& (*Inner)(), auto Member, typename... Args>
+void call_in_range(const char* name, Args... args) {
+  Range r(name);
+  (Inner().*Member)(args...);
+}
+}  // namespace mantissa::profiler::detail
+#define MT_PROFILED_ENTRY(Table, Inner, entry, name) \
+  .entry = [](auto... args) { ::mantissa::profiler::detail::call_in_range<Table, Inner, &Table::entry>(name, args...); }
+// The same, named by the entry's first argument (the op): name_of(op).
+#define MT_PROFILED_OP_ENTRY(Table, Inner, entry, name_of)                                              \
+  .entry = [](auto op, auto... args) {                                                                  \
+    ::mantissa::profiler::detail::call_in_range<Table, Inner, &Table::entry>(name_of(op), op, args...); \
+  }
