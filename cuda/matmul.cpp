@@ -20,10 +20,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/profiler.h"
 #include "cuda/cuda_api.h"
 #include "cuda/device.h"
 #include "cuda/kernels.h"
-#include "cuda/nvtx.h"
 
 #define MT_CUBLAS_CHECK(expr)                                                                                          \
   do {                                                                                                                 \
@@ -148,7 +148,7 @@ void matmul(const Tensor& a0, const Tensor& b0, const Tensor& bias, const Tensor
     if (!bias.defined()) fill(out, 0);
     return;
   }
-  MT_NVTX_RANGE("matmul");
+  profiler::Range range("cublas matmul");
   Tensor a = a0, b = b0;
   Layout la = layout_of(M, K, a.stride(1), a.stride(2));
   if (!la.ok) {
