@@ -2,7 +2,7 @@
 
 #include "core/cpu/kernels.h"
 #include "core/error.h"
-#include "core/profiler.h"
+#include "core/profile_op.h"
 
 namespace mantissa {
 
@@ -83,69 +83,69 @@ const char* reduce_name(ReduceOp op) {
 template <const Backend& (*Inner)()>
 struct Profiled {
   static void copy(const Tensor& src, const Tensor& dst) {
-    profiler::Range r("copy");
+    profiler::OpRange r("copy", src, dst);
     Inner().copy(src, dst);
   }
   static void fill(const Tensor& dst, const Scalar& value) {
-    profiler::Range r("fill");
+    profiler::OpRange r("fill", dst, value);
     Inner().fill(dst, value);
   }
   static void unary(UnaryOp op, const Tensor& in, const Tensor& out, double a, double b) {
-    profiler::Range r(unary_name(op));
+    profiler::OpRange r(unary_name(op), op, in, out, a, b);
     Inner().unary(op, in, out, a, b);
   }
   static void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-    profiler::Range r(binary_name(op));
+    profiler::OpRange r(binary_name(op), op, a, b, out);
     Inner().binary(op, a, b, out);
   }
   static void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
-    profiler::Range r("where");
+    profiler::OpRange r("where", cond, a, b, out);
     Inner().where(cond, a, b, out);
   }
   static void reduce(ReduceOp op, const Tensor& in, const Tensor& out) {
-    profiler::Range r(reduce_name(op));
+    profiler::OpRange r(reduce_name(op), op, in, out);
     Inner().reduce(op, in, out);
   }
   static void var_mean(const Tensor& in, const Tensor& var, const Tensor& mean, int64_t correction) {
-    profiler::Range r("var_mean");
+    profiler::OpRange r("var_mean", in, var, mean, correction);
     Inner().var_mean(in, var, mean, correction);
   }
   static void softmax(const Tensor& in, const Tensor& out, bool log) {
-    profiler::Range r(log ? "log_softmax" : "softmax");
+    profiler::OpRange r(log ? "log_softmax" : "softmax", in, out, log);
     Inner().softmax(in, out, log);
   }
   static void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
-    profiler::Range r("matmul");
+    profiler::OpRange r("matmul", a, b, bias, out);
     Inner().matmul(a, b, bias, out);
   }
   static void index_select(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) {
-    profiler::Range r("index_select");
+    profiler::OpRange r("index_select", in, dim, index, out);
     Inner().index_select(in, dim, index, out);
   }
   static void gather(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) {
-    profiler::Range r("gather");
+    profiler::OpRange r("gather", in, dim, index, out);
     Inner().gather(in, dim, index, out);
   }
   static void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
-    profiler::Range r("scatter_add");
+    profiler::OpRange r("scatter_add", out, dim, index, src);
     Inner().scatter_add(out, dim, index, src);
   }
   static void accumulate_grad(const Tensor& src, const Tensor& dst, bool init, const Tensor& found_inf) {
-    profiler::Range r("accumulate_grad");
+    profiler::OpRange r("accumulate_grad", src, dst, init, found_inf);
     Inner().accumulate_grad(src, dst, init, found_inf);
   }
   static void fused_optimizer_step(const FusedStepArgs& args) {
-    profiler::Range r("fused_optimizer_step");
+    profiler::OpRange r("fused_optimizer_step", args);
     Inner().fused_optimizer_step(args);
   }
   static void update_scale(const Tensor& scale, const Tensor& counters, const Tensor& found_inf,
                            const math::ScaleUpdate& rule) {
-    profiler::Range r("update_scale");
+    profiler::OpRange r("update_scale", scale, counters, found_inf, rule);
     Inner().update_scale(scale, counters, found_inf, rule);
   }
 
   static void dropout_mask(const Tensor& out, double p, uint64_t seed) {
-    profiler::Range r("dropout_mask");
+    profiler::OpRange r("dropout_mask", out, p, seed);
     Inner().dropout_mask(out, p, seed);
   }
 

@@ -7,7 +7,7 @@
 #include "core/backend.h"
 #include "core/cpu/nn_kernels.h"
 #include "core/error.h"
-#include "core/profiler.h"
+#include "core/profile_op.h"
 
 namespace mantissa {
 
@@ -54,7 +54,7 @@ template <const NnKernels& (*Inner)()>
 struct Profiled {
   template <auto Member, typename... Args>
   static void call(const char* name, Args&&... args) {
-    profiler::Range r(name);
+    profiler::OpRange r(name, args...);
     (Inner().*Member)(std::forward<Args>(args)...);
   }
   // Each entry: a lambda with the entry's signature that forwards through call<>().
