@@ -208,7 +208,7 @@ void Profile::begin(const char* name, Kind kind, const OpInfo* op) {
   }
   const int index = int(events_.size());
   if (op && !e.nested_op && op->device.is_cuda() && gpu_timer_.start)
-    gpu_tokens_.emplace_back(index, gpu_timer_.start(op->device.index));
+    if (void* token = gpu_timer_.start(op->device.index)) gpu_tokens_.emplace_back(index, token);
   e.start_ns = now_ns();
   events_.push_back(std::move(e));
   ts.open.push_back(index);

@@ -11,6 +11,7 @@ namespace mantissa {
 // always links them in.
 void cuda_nvtx_push(const char* name);
 void cuda_nvtx_pop();
+profiler::GpuTimer cuda_gpu_timer();  // cuda/profiler.cpp: CUDA event pairs
 #endif
 
 namespace profiler {
@@ -39,8 +40,8 @@ thread_local Counts t_counts;
 // The recorder of a Profile: calls into it are serialized by the mutex, so that
 // set_recorder(nullptr) returning means no thread is still inside the old one.
 std::mutex g_recorder_mutex;
-Recorder* g_recorder = nullptr;             // guarded by g_recorder_mutex
-std::atomic<bool> g_has_recorder{false};    // a lock-free look before taking the mutex
+Recorder* g_recorder = nullptr;                           // guarded by g_recorder_mutex
+std::atomic<bool>& g_has_recorder = detail::g_recording;  // a lock-free look before taking the mutex
 std::atomic<GpuTimer*> g_gpu_timer{nullptr};
 
 void refresh_enabled() {
@@ -130,8 +131,12 @@ void set_gpu_timer(GpuTimer timer) {
 }
 
 GpuTimer gpu_timer() {
-  const GpuTimer* t = g_gpu_timer.load();
-  return t ? *t : GpuTimer{};
+  if (const GpuTimer* t = g_gpu_timer.load()) return *t;
+#ifdef MANTISSA_WITH_CUDA
+  return cuda_gpu_timer();
+#else
+  return {};
+#endif
 }
 
 Hooks set_hooks(Hooks hooks) {

@@ -19,10 +19,13 @@ namespace mantissa::profiler {
 
 namespace detail {
 inline std::atomic<bool> g_enabled{false};
+inline std::atomic<bool> g_recording{false};  // a Recorder (a Profile) is installed
 }  // namespace detail
 
 // Whether ranges are pushed: the switch below, or a Profile recording.
 inline bool enabled() { return detail::g_enabled.load(std::memory_order_relaxed); }
+// Whether a Profile records: for figures worth a host read only then (the loss scale).
+inline bool recording() { return detail::g_recording.load(std::memory_order_relaxed); }
 // An explicit choice: later defaults (a CUDA device appearing) no longer change it.
 void set_enabled(bool on);
 // A backend's default (on when a CUDA device is present); ignored once the environment or
@@ -57,8 +60,8 @@ Recorder* set_recorder(Recorder* r);
 // GPU time of ops on a device, by events recorded on the device's stream around each op and
 // resolved later (no synchronisation per op). cuda/ installs it; null members: not available.
 struct GpuTimer {
-  void* (*start)(int device) = nullptr;     // records a start event; returns a token
-  void (*stop)(void* token) = nullptr;      // records the matching end event
+  void* (*start)(int device) = nullptr;         // records a start event; returns a token
+  void (*stop)(void* token) = nullptr;          // records the matching end event
   double (*elapsed_ms)(void* token) = nullptr;  // waits for the end event; frees the token
 };
 void set_gpu_timer(GpuTimer timer);
