@@ -164,10 +164,10 @@ int64_t Profile::now_ns() const {
          origin_;
 }
 
-int64_t Profile::allocated(Device d) {
+AllocatorStats Profile::allocator_stats(Device d) {
   const AllocatorStats s = allocator_for(d)->stats();
   peak_seen_ = std::max(peak_seen_, int64_t(s.allocated));
-  return int64_t(s.allocated);
+  return s;
 }
 
 Profile::ThreadState& Profile::thread_state() {
@@ -204,7 +204,10 @@ void Profile::begin(const char* name, Kind kind, const OpInfo* op) {
       e.autocast_op = ts.autocast_op;
       e.autocast_policy = ts.autocast_policy;
     }
-    e.alloc_before = allocated(op->device);
+    if (ts.alloc_mark < 0 || ts.alloc_device != op->device) {
+      ts.alloc_mark = int64_t(allocator_stats(op->device).allocated_total);
+      ts.alloc_device = op->device;
+    }
   }
   const int index = int(events_.size());
   if (op && !e.nested_op && op->device.is_cuda() && gpu_timer_.start)
@@ -222,7 +225,10 @@ void Profile::end() {
   ts.open.pop_back();
   e.end_ns = t;
   if (e.kind == Kind::Op) {
-    e.alloc_after = allocated(e.op.device);
+    const auto total = int64_t(allocator_stats(e.op.device).allocated_total);
+    if (ts.alloc_mark >= 0 && ts.alloc_device == e.op.device) e.alloc_bytes = total - ts.alloc_mark;
+    ts.alloc_mark = total;
+    ts.alloc_device = e.op.device;
     const int index = int(&e - events_.data());
     for (auto it = gpu_tokens_.rbegin(); it != gpu_tokens_.rend(); ++it)
       if (it->first == index) {
@@ -304,7 +310,7 @@ std::vector<OpStats> Profile::stats_by_name(bool modules) const {
     if (e.gpu_ms > 0) s.gpu_ms += e.gpu_ms;
     if (e.kind == Kind::Op) {
       if (!e.nested_op) s.flops += e.op.flops;
-      s.alloc_bytes += std::max<int64_t>(0, e.alloc_after - e.alloc_before);
+      if (!e.nested_op) s.alloc_bytes += e.alloc_bytes;
       dtypes[e.name].insert(dtype_name(e.op.compute));
     }
   }
@@ -411,7 +417,7 @@ std::string Profile::chrome_trace() const {
         os << (i ? " " : "") << (e.op.tensors[i].defined ? dtype_name(e.op.tensors[i].dtype) : "-");
       os << "\"";
       if (e.op.flops > 0) os << ",\"flops\":" << fixed(e.op.flops, 0);
-      os << ",\"alloc_bytes\":" << (e.alloc_after - e.alloc_before);
+      os << ",\"alloc_bytes\":" << e.alloc_bytes;
       if (e.autocast) os << ",\"autocast_op\":\"" << json_escape(e.autocast_op) << "\"";
       if (e.gpu_ms >= 0) os << ",\"gpu_ms\":" << fixed(e.gpu_ms, 6);
     }

@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/allocator.h"
 #include "core/profile_op.h"
 #include "core/profiler.h"
 
@@ -43,13 +44,15 @@ struct Event {
   bool truncated = false;      // still open when the profile stopped
   bool backward_node = false;  // an autograd node, named "<ForwardOp>Backward"
   // Ops only.
-  OpInfo op;                                  // conv/attention pointers cleared
-  bool nested_op = false;                     // inside another op (its FLOPs belong to the outer one)
-  bool autocast = false;                      // autocast was on for the thread when the op ran
-  std::string autocast_op;                    // the op that last consulted the autocast policy before it
-  int autocast_policy = -1;                   // that op's amp::CastPolicy (as int), -1: none
-  int64_t alloc_before = 0, alloc_after = 0;  // bytes allocated on the op's device
-  double gpu_ms = -1;                         // device time of a GPU op (-1: none)
+  OpInfo op;                 // conv/attention pointers cleared
+  bool nested_op = false;    // inside another op (its FLOPs belong to the outer one)
+  bool autocast = false;     // autocast was on for the thread when the op ran
+  std::string autocast_op;   // the op that last consulted the autocast policy before it
+  int autocast_policy = -1;  // that op's amp::CastPolicy (as int), -1: none
+  // Bytes the allocator of the op's device handed out from the end of the thread's previous
+  // op to the end of this one: its output (allocated just before the kernel) and workspace.
+  int64_t alloc_bytes = 0;
+  double gpu_ms = -1;  // device time of a GPU op (-1: none)
 
   double ms() const { return double(end_ns - start_ns) * 1e-6; }
   const char* category() const;  // "op", "module", "backward", "range"
@@ -72,7 +75,7 @@ struct OpStats {
   double self_ms = 0;   // minus nested ranges
   double gpu_ms = 0;    // device time, when measured
   double flops = 0;
-  int64_t alloc_bytes = 0;  // bytes newly allocated while inside (net, >= 0 per call)
+  int64_t alloc_bytes = 0;  // Event::alloc_bytes summed
   double mean_us() const { return calls ? total_ms * 1e3 / double(calls) : 0; }
   double gflops_per_s() const;  // over GPU time when measured, else CPU time
 };
@@ -121,10 +124,12 @@ class Profile final : public Recorder {
     std::vector<int> open;  // indices of this thread's open events
     std::string autocast_op;
     int autocast_policy = -1;
+    int64_t alloc_mark = -1;  // the allocator's allocated_total at the end of the previous op
+    Device alloc_device;
   };
   ThreadState& thread_state();
   int64_t now_ns() const;
-  int64_t allocated(Device d);
+  AllocatorStats allocator_stats(Device d);
   void require_stopped(const char* what) const;
   std::vector<OpStats> stats_by_name(bool modules) const;
 
