@@ -59,18 +59,26 @@ class StepProfiler {
   }
   bool wanted() const { return !o_.profile_path.empty() || o_.amp_report; }
 
+  // The window opens when step `warmup` - 1 ends, so that it holds the data loading of the
+  // steps it profiles (a range-for fetches the next batch before the loop body runs).
   void begin_step() {
-    if (wanted() && step_ == o_.profile_warmup && !profile_ && !done_)
-      profile_ = std::make_unique<mantissa::profiler::Profile>();
+    if (wanted() && !profile_ && !done_ && step_ == o_.profile_warmup) start();
   }
   void end_step() {
     ++step_;
-    if (!profile_) return;
-    profile_->step();
-    if (profile_->steps() >= o_.profile_steps) finish();
+    if (profile_) {
+      profile_->step();
+      if (profile_->steps() >= o_.profile_steps) finish();
+    } else if (wanted() && !done_ && step_ == o_.profile_warmup) {
+      start();
+    }
   }
   // Stops and reports a profile still running (the run ended inside the window).
   void finish() {
+    if (profile_ && profile_->steps() == 0) {  // opened at an epoch's end: reopen at the next step
+      profile_.reset();  // begin_step() opens it again
+      return;
+    }
     if (!profile_) {
       if (wanted() && !done_ && print_ && step_ > 0 && step_ <= o_.profile_warmup)
         std::cerr << "--profile: the run ended within the " << o_.profile_warmup << " warmup steps; nothing profiled\n";
@@ -101,6 +109,8 @@ class StepProfiler {
   int step_ = 0;
   bool done_ = false;
   std::unique_ptr<mantissa::profiler::Profile> profile_;
+
+  void start() { profile_ = std::make_unique<mantissa::profiler::Profile>(); }
 };
 
 // One training record per logging step.
