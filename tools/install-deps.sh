@@ -18,6 +18,7 @@ packages=(
   fortunes                   # transformer example text: /usr/share/games/fortunes
   clang-format               # tools/format checks
   libdnnl-dev                # oneDNN 2.6: bf16/fp32 CPU matmul and convolution (optional: Eigen without it)
+  python3-matplotlib         # tools/plot_runs.py only (plots of --metrics files); no build or test needs it
   "$@"
 )
 
