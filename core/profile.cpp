@@ -42,7 +42,7 @@ std::string backward_node_name(const std::string& node) {
   return out + "Backward";
 }
 
-// The phase of an outermost range.
+// The phase of an outermost range (or of a range directly inside a "train_step" range).
 Phase phase_of_root(const std::string& name, Kind kind) {
   if (kind == Kind::Module || name == "forward") return Phase::Forward;
   if (name == "backward") return Phase::Backward;
@@ -184,7 +184,9 @@ void Profile::begin(const char* name, Kind kind, const OpInfo* op) {
   e.thread = ts.id;
   e.depth = int(ts.open.size());
   e.parent = ts.open.empty() ? -1 : ts.open.back();
-  e.phase = e.parent < 0 ? phase_of_root(e.name, kind) : events_[size_t(e.parent)].phase;
+  // A step range ("train_step", the examples') is transparent: its children start the phases.
+  const bool in_step = e.parent >= 0 && events_[size_t(e.parent)].name == "train_step";
+  e.phase = e.parent < 0 || in_step ? phase_of_root(e.name, kind) : events_[size_t(e.parent)].phase;
   // The engine opens one range per node directly inside its "backward" range.
   if (kind == Kind::Range && e.parent >= 0 && events_[size_t(e.parent)].kind == Kind::Range &&
       events_[size_t(e.parent)].name == "backward") {
@@ -338,8 +340,10 @@ std::vector<OpStats> Profile::module_stats() const {
 std::map<Phase, double> Profile::phase_ms() const {
   require_stopped("phase_ms()");
   std::map<Phase, double> out;
-  for (const Event& e : events_)
-    if (e.parent < 0) out[e.phase] += e.ms();
+  for (const Event& e : events_) {
+    const bool top = e.parent < 0 ? e.name != "train_step" : events_[size_t(e.parent)].name == "train_step";
+    if (top) out[e.phase] += e.ms();
+  }
   return out;
 }
 

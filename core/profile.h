@@ -29,7 +29,8 @@ namespace mantissa::profiler {
 
 // Where a range belongs in a training step, from its outermost enclosing range: a module
 // (forward), "backward", "<Optimizer>.step", "GradScaler.*", "DataLoader.next", or a range
-// the user named after a phase ("forward", "backward", "optimizer", "scaler", "data").
+// the user named after a phase ("forward", "backward", "optimizer", "scaler", "data"). A
+// "train_step" range (the examples mark each step so) is looked through.
 enum class Phase : uint8_t { Other, Forward, Backward, Optimizer, Scaler, Data };
 const char* phase_name(Phase p);
 

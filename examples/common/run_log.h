@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "cuda/profiler.h"
 
 namespace examples {
 
@@ -61,10 +62,14 @@ class StepProfiler {
 
   // The window opens when step `warmup` - 1 ends, so that it holds the data loading of the
   // steps it profiles (a range-for fetches the next batch before the loop body runs).
+  // Each step is also an NVTX range "train_step" (for nsys and ncu --nvtx-include "train_step/";
+  // free when NVTX is off).
   void begin_step() {
     if (wanted() && !profile_ && !done_ && step_ == o_.profile_warmup) start();
+    mantissa::cuda::push_range("train_step");
   }
   void end_step() {
+    mantissa::cuda::pop_range();
     ++step_;
     if (profile_) {
       profile_->step();
@@ -76,7 +81,7 @@ class StepProfiler {
   // Stops and reports a profile still running (the run ended inside the window).
   void finish() {
     if (profile_ && profile_->steps() == 0) {  // opened at an epoch's end: reopen at the next step
-      profile_.reset();  // begin_step() opens it again
+      profile_.reset();                        // begin_step() opens it again
       return;
     }
     if (!profile_) {
