@@ -206,8 +206,8 @@ int main(int argc, char** argv) {
           const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           progress(epoch + 1, epochs, b, train_loader.size(), running, *opt.param_groups()[0].lr, double(seen) / s);
           if (metrics.enabled())
-            metrics.train({global_step, epoch + 1, l, lr_now, scaler.scale(), scaler.skipped_steps(), double(seen) / s,
-                           examples::peak_memory(device)});
+            metrics.train({global_step, epoch + 1, l, lr_now, scaler.scale(), scaler.skipped_steps(),
+                           total_images + seen, examples::peak_memory(device)});
         }
       }
       const double epoch_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -14,6 +14,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -124,7 +125,7 @@ struct TrainRecord {
   int epoch = 0;     // 1-based (the transformer: 0, it counts steps only)
   double loss = 0, lr = 0, loss_scale = 1;
   int64_t skipped_steps = 0;
-  double samples_per_s = 0;
+  int64_t samples = 0;            // trained on so far; samples/s is logged over the interval since the last record
   int64_t peak_memory_bytes = 0;  // the allocator's high-water mark on the training device
 };
 
@@ -140,11 +141,17 @@ class MetricsLog {
     if (path.empty()) return;
     out_.open(path, std::ios::trunc);
     MT_CHECK(out_.good(), "--metrics", "cannot open '", path, "' for writing");
+    mark_ = Clock::now();
   }
   bool enabled() const { return out_.is_open(); }
 
   void train(const TrainRecord& r) {
     if (!enabled()) return;
+    const auto now = Clock::now();
+    const double seconds = std::chrono::duration<double>(now - mark_).count();
+    const double samples_per_s = seconds > 0 ? double(r.samples - samples_at_mark_) / seconds : 0;
+    mark_ = now;
+    samples_at_mark_ = r.samples;
     write({{"kind", "\"train\""},
            {"step", std::to_string(r.step)},
            {"epoch", std::to_string(r.epoch)},
@@ -152,7 +159,7 @@ class MetricsLog {
            {"lr", number(r.lr)},
            {"loss_scale", number(r.loss_scale)},
            {"skipped_steps", std::to_string(r.skipped_steps)},
-           {"samples_per_s", number(r.samples_per_s)},
+           {"samples_per_s", number(samples_per_s)},
            {"peak_memory_mb", number(double(r.peak_memory_bytes) / 1e6)}});
   }
   // Evaluation results by name ("test_loss", "test_accuracy", "val_loss", ...).
@@ -162,9 +169,14 @@ class MetricsLog {
         {"kind", "\"eval\""}, {"step", std::to_string(step)}, {"epoch", std::to_string(epoch)}};
     for (const auto& [name, value] : results) fields.emplace_back(name, number(value));
     write(fields);
+    mark_ = Clock::now();  // the evaluation's time is not training throughput
   }
 
  private:
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point mark_;  // of the last record
+  int64_t samples_at_mark_ = 0;
+
   // JSON has no NaN or infinity: a diverged loss is written as null.
   static std::string number(double v) {
     if (!std::isfinite(v)) return "null";

@@ -170,6 +170,7 @@ int main(int argc, char** argv) {
     int64_t global_step = int64_t(start_epoch) * train_loader.size();
     Eval last;
     double total_train_s = 0;
+    int64_t total_seen = 0;  // images trained on in earlier epochs of this run
     for (int epoch = start_epoch; epoch < epochs; ++epoch) {
       auto t0 = std::chrono::steady_clock::now();
       int64_t b = 0, seen = 0;
@@ -198,12 +199,13 @@ int main(int argc, char** argv) {
           double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           progress(epoch + 1, epochs, b, train_loader.size(), running, double(seen) / s);
           if (metrics.enabled())
-            metrics.train({global_step, epoch + 1, l, lr_now, scaler.scale(), scaler.skipped_steps(), double(seen) / s,
+            metrics.train({global_step, epoch + 1, l, lr_now, scaler.scale(), scaler.skipped_steps(), total_seen + seen,
                            examples::peak_memory(device)});
         }
       }
       double epoch_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       total_train_s += epoch_s;
+      total_seen += seen;
       step_profiler.finish();  // the profiled window outlasted the epoch: report what it saw
       last = evaluate(*net, test_loader, amp, device);
       metrics.eval(global_step, epoch + 1, {{"test_loss", last.loss}, {"test_accuracy", last.accuracy}});

@@ -246,8 +246,8 @@ int run(const Options& o) {
       progress(done, o.steps, running, double((done - start) * o.batch_size * o.context) / s, scaler.scale(),
                opt.param_groups()[0].lr.value());
       if (metrics.enabled())
-        metrics.train({done, 0, l, lr_now, scaler.scale(), scaler.skipped_steps(),
-                       double((done - start) * o.batch_size) / s, examples::peak_memory(dev)});
+        metrics.train({done, 0, l, lr_now, scaler.scale(), scaler.skipped_steps(), (done - start) * o.batch_size,
+                       examples::peak_memory(dev)});
     }
     if ((o.eval_every > 0 && done % o.eval_every == 0) || done == o.steps) {
       step_profiler.finish();  // the profiled window outlasted the run: report what it saw
