@@ -6,8 +6,8 @@
     tools/plot_runs.py fp32.jsonl fp16.jsonl bf16=run3.jsonl --out runs.png
 
 Four panels: training loss by step; evaluation loss and accuracy (or validation loss) by
-step; the loss scale by step on a log axis, with the logging steps after which skipped
-steps were counted marked; throughput (samples/s). A run is named by its file name without
+step; the loss scale by step on a log axis (runs with loss scaling), with the logging steps
+after which skipped steps were counted marked; throughput (samples/s). A run is named by its file name without
 extension, or by LABEL=FILE. Needs matplotlib (Debian: python3-matplotlib); nothing else in
 the project does.
 """
@@ -74,11 +74,14 @@ def main():
             x, y = series(evals, key)
             if x:
                 ax_eval.plot(x, y, style, color=color, label=f"{label} {key.replace('_', ' ')}")
+        ax_speed.plot(*series(train, "samples_per_s"), color=color, label=label, linewidth=1)
         x, y = series(evals, "test_accuracy")
         if x:
             ax_acc = ax_acc or ax_eval.twinx()
             ax_acc.plot(x, y, "--s", color=color, label=f"{label} test accuracy")
         x, y = series(train, "loss_scale")
+        if not any(v != 1 for v in y):
+            continue  # no loss scaling in this run (fp32, bf16): nothing to draw
         ax_scale.plot(x, y, color=color, label=label, drawstyle="steps-post")
         # Logging steps after which the skipped-step counter went up.
         skipped = [r for prev, r in zip(train, train[1:]) if r.get("skipped_steps", 0) > prev.get("skipped_steps", 0)]
@@ -87,7 +90,6 @@ def main():
         if skipped:
             ax_scale.plot([r["step"] for r in skipped], [r["loss_scale"] for r in skipped], "x", color=color,
                           markersize=8, label=f"{label}: skipped steps ({train[-1]['skipped_steps']})")
-        ax_speed.plot(*series(train, "samples_per_s"), color=color, label=label, linewidth=1)
 
     ax_loss.set(title="training loss", xlabel="step", ylabel="loss")
     ax_eval.set(title="evaluation", xlabel="step", ylabel="loss")
@@ -99,13 +101,15 @@ def main():
     elif ax_eval.lines:
         ax_eval.legend(fontsize="small")
     ax_scale.set(title="loss scale (x: skipped steps)", xlabel="step", ylabel="scale")
-    scales = [line.get_ydata() for line in ax_scale.lines]
-    if any(len(s) and min(s) > 0 and max(s) / min(s) > 4 for s in scales):
+    if ax_scale.lines:
         ax_scale.set_yscale("log", base=2)
+    else:
+        ax_scale.text(0.5, 0.5, "no run used loss scaling", ha="center", va="center", transform=ax_scale.transAxes)
     ax_speed.set(title="throughput", xlabel="step", ylabel="samples/s")
     for ax in (ax_loss, ax_scale, ax_speed):
         ax.grid(alpha=0.3)
-        ax.legend(fontsize="small")
+        if ax.lines:
+            ax.legend(fontsize="small")
     ax_eval.grid(alpha=0.3)
     if args.title:
         fig.suptitle(args.title)
