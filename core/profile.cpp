@@ -5,6 +5,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -244,7 +245,7 @@ void Profile::note(const char* name, const char* detail, double value) {
   ThreadState& ts = thread_state();
   notes_.push_back({name, detail ? detail : "", value, ts.id, now_ns()});
   // The autocast policy an op consulted applies to the kernels that follow on this thread.
-  if (std::char_traits<char>::compare(name, "autocast", 9) == 0) {
+  if (std::strcmp(name, "autocast") == 0) {
     ts.autocast_op = detail ? detail : "";
     ts.autocast_policy = int(value);
   }

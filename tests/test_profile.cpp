@@ -211,3 +211,27 @@ TEST(Profile, OneAtATimeAndReadersNeedAStoppedProfile) {
   EXPECT_NO_THROW(prof::Profile again);  // the first one is done
   EXPECT_THROW(p.write_chrome_trace("/nonexistent-dir/trace.json"), mt::Error);
 }
+
+TEST(Profile, PhasesLookThroughATrainStepRange) {
+  Net net;
+  const mt::Tensor x = mt::randn({2, 4});
+  prof::Profile p;
+  {
+    prof::Range step("train_step");
+    { prof::Range data("data"); }
+    net(x);
+  }
+  p.stop();
+  for (const prof::Event& e : p.events()) {
+    if (e.name == "Net" || e.name == "matmul") {
+      EXPECT_EQ(e.phase, prof::Phase::Forward) << e.name;
+    }
+    if (e.name == "data") {
+      EXPECT_EQ(e.phase, prof::Phase::Data);
+    }
+  }
+  const auto phases = p.phase_ms();
+  EXPECT_EQ(phases.count(prof::Phase::Forward), 1u);
+  EXPECT_EQ(phases.count(prof::Phase::Data), 1u);
+  EXPECT_EQ(phases.count(prof::Phase::Other), 0u);  // the step range itself is not a phase
+}
