@@ -65,7 +65,12 @@ void* timer_start(int device) {
 void timer_stop(void* token) {
   auto* p = static_cast<EventPair*>(token);
   if (!p) return;
+  // The legacy default stream means the current device's: record on the op's device.
+  int prev = 0;
+  if (cudaGetDevice(&prev) != cudaSuccess) return;
+  if (prev != p->device && cudaSetDevice(p->device) != cudaSuccess) return;
   if (cudaEventRecord(p->end, p->stream) != cudaSuccess) (void)cudaGetLastError();
+  if (prev != p->device) (void)cudaSetDevice(prev);
 }
 
 double timer_elapsed_ms(void* token) {

@@ -165,7 +165,9 @@ int main(int argc, char** argv) {
       std::cout << *net << "\nparameters: " << net->num_parameters() << "  amp: " << amp_name
                 << "  device: " << device.str() << "\n";
 
-    examples::StepProfiler step_profiler(log_opts, lead, total_steps - int64_t(start_epoch) * train_loader.size());
+    // Rank 0 profiles and logs; the other ranks train only.
+    examples::StepProfiler step_profiler(lead ? log_opts : examples::RunLogOptions{}, lead,
+                                         total_steps - int64_t(start_epoch) * train_loader.size());
     examples::MetricsLog metrics(lead ? log_opts.metrics_path : "");
     int64_t global_step = int64_t(start_epoch) * train_loader.size();
     Eval last;

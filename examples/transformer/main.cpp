@@ -215,7 +215,8 @@ int run(const Options& o) {
   };
 
   double first_loss = NAN, running = NAN, val = NAN;
-  examples::StepProfiler step_profiler(o.log, lead, o.steps - start);
+  // Rank 0 profiles and logs; the other ranks train only.
+  examples::StepProfiler step_profiler(lead ? o.log : examples::RunLogOptions{}, lead, o.steps - start);
   examples::MetricsLog metrics(lead ? o.log.metrics_path : "");
   auto t0 = std::chrono::steady_clock::now();
   for (int64_t step = start; step < o.steps; ++step) {
