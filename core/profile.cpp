@@ -356,7 +356,7 @@ std::string Profile::summary_table(size_t max_rows) const {
   os << "ops over " << fixed(wall_ms(), 2) << " ms"
      << (steps_ ? " (" + std::to_string(steps_) + " steps)" : std::string()) << ", by total time\n";
   os << pad("op", 24, true) << pad("dtype", 18, true) << pad("calls", 8) << pad("total ms", 11) << pad("mean us", 11)
-     << pad("% time", 8) << pad("GFLOP/s", 10) << pad("alloc MB", 10) << (gpu ? pad("GPU ms", 10) : "") << "\n";
+     << pad("% step", 8) << pad("GFLOP/s", 10) << pad("alloc MB", 10) << (gpu ? pad("GPU ms", 10) : "") << "\n";
   double total = 0;
   for (const OpStats& s : stats) total += s.self_ms;
   for (size_t i = 0; i < stats.size() && (max_rows == 0 || i < max_rows); ++i) {
@@ -390,7 +390,7 @@ std::string Profile::phase_table() const {
   const std::map<Phase, double> phases = phase_ms();
   const double wall = wall_ms() > 0 ? wall_ms() : 1;
   std::ostringstream os;
-  os << pad("phase", 12, true) << pad("total ms", 11) << pad("% time", 8) << (steps_ ? pad("ms/step", 10) : "") << "\n";
+  os << pad("phase", 12, true) << pad("total ms", 11) << pad("% step", 8) << (steps_ ? pad("ms/step", 10) : "") << "\n";
   for (const auto& [phase, ms] : phases)
     os << pad(phase_name(phase), 12, true) << pad(fixed(ms, 3), 11) << pad(fixed(100 * ms / wall, 1), 8)
        << (steps_ ? pad(fixed(ms / steps_, 3), 10) : "") << "\n";
