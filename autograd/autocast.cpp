@@ -5,6 +5,7 @@
 #include "autograd/node.h"
 #include "core/error.h"
 #include "core/launch.h"
+#include "core/profiler.h"
 
 namespace mantissa::amp {
 
@@ -31,6 +32,7 @@ Tensor cast_input(const Tensor& x, DType to) {
   if (!x.defined() || !is_floating(x.dtype()) || x.dtype() == to) return x;
   if (!autocast_applies(x.device().type)) return x;
   if (is_param(x) && x.dtype() == DType::Float32 && is_reduced_float(to)) return working_copy(x, to);
+  profiler::Range range("autocast_cast");  // the copy inside is the cast autocast inserted
   return x.to(to);
 }
 
@@ -50,7 +52,10 @@ std::vector<Tensor> autocast_many(const char* op, const std::vector<Tensor>& xs)
   const AutocastState& s = autocast_state();
   if (!s.enabled) return xs;
   std::vector<Tensor> out = xs;
-  switch (cast_policy(op)) {
+  const CastPolicy policy = cast_policy(op);
+  // A Profile attributes the kernels that follow to this op and its policy (the AMP report).
+  if (profiler::enabled()) profiler::note("autocast", op, double(policy));
+  switch (policy) {
     case CastPolicy::LowerPrecision:
       for (auto& x : out) x = cast_input(x, s.dtype);
       break;
@@ -86,7 +91,9 @@ Tensor working_copy(const Tensor& param, DType dtype) {
   bool valid = m.working_copy.defined() && m.working_copy.dtype() == dtype &&
                m.working_copy_version == param.version() && m.working_copy.device() == param.device() &&
                (!want_graph || m.working_copy.grad_fn());
+  if (profiler::enabled()) profiler::note("working_copy", valid ? "hit" : "miss", valid ? 1 : 0);
   if (valid) return m.working_copy;
+  profiler::Range range("working_copy_cast");
   Tensor w = launch::cast(param, dtype);
   if (want_graph) {
     auto node = std::make_shared<MasterCastNode>(param.dtype());

@@ -29,7 +29,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
     for (const Run& r : runs) {
       // With repetitions keep the median; otherwise the single run.
       if (r.run_type == Run::RT_Aggregate && r.aggregate_name != "median") continue;
-      for (const auto& [name, c] : r.counters) values_[r.run_name.str() + "#" + name] = c.value;
+      for (const auto& [name, c] : r.counters) values_[plain_name(r) + "#" + name] = c.value;
     }
   }
 
@@ -46,6 +46,17 @@ class RatioReporter : public benchmark::ConsoleReporter {
   }
 
  private:
+  // The run's name without "/repeats:N" (which --benchmark_repetitions adds), so that pairs
+  // name benchmarks the same way with and without repetitions.
+  static std::string plain_name(const Run& r) {
+    std::string name = r.run_name.str();
+    const size_t at = name.find("/repeats:");
+    if (at != std::string::npos) {
+      const size_t end = name.find('/', at + 1);
+      name.erase(at, end == std::string::npos ? std::string::npos : end - at);
+    }
+    return name;
+  }
   std::vector<Pair> pairs_;
   std::map<std::string, double> values_;
 };

@@ -37,6 +37,7 @@ class CpuCachingAllocator final : public Allocator {
       stats_.reserved += size;
     }
     stats_.allocated += size;
+    stats_.allocated_total += size;
     if (stats_.allocated > stats_.peak_allocated) stats_.peak_allocated = stats_.allocated;
     return p;
   }

@@ -3,7 +3,7 @@
 #include "core/backend_registry.h"
 #include "core/cpu/kernels.h"
 #include "core/error.h"
-#include "core/profiler.h"
+#include "core/profile_op.h"
 
 namespace mantissa {
 

@@ -25,6 +25,7 @@ void ensure_registered() {
 void register_backend(DeviceType type, const DeviceBackend& backend) {
   g_backends[size_t(type)].store(new DeviceBackend(backend));  // lives as long as the process
   if (backend.ranges.push != nullptr) profiler::install_default_hooks(backend.ranges);
+  if (backend.gpu_timer.start != nullptr) profiler::set_gpu_timer(backend.gpu_timer);
 }
 
 const DeviceBackend* find_backend(DeviceType type) {

@@ -18,6 +18,7 @@ struct DeviceBackend {
   Allocator* (*allocator)(int index) = nullptr;
   Allocator* (*pinned_host_allocator)() = nullptr;  // page-locked host memory, or nullptr
   profiler::Hooks ranges;                           // where profiler ranges go by default (NVTX), if anywhere
+  profiler::GpuTimer gpu_timer;                     // device time of ops for profiler::Profile, if available
 };
 
 // Makes `backend` the one for `type`; called by the generated list before main().

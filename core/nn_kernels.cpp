@@ -6,7 +6,7 @@
 #include "core/backend_registry.h"
 #include "core/cpu/nn_kernels.h"
 #include "core/error.h"
-#include "core/profiler.h"
+#include "core/profile_op.h"
 
 namespace mantissa {
 
@@ -40,7 +40,7 @@ const NnKernels* cpu_nn_kernels() {
 const NnKernels& cpu_table() { return *cpu_nn_kernels(); }
 const NnKernels& cuda_table() { return *find_backend(DeviceType::CUDA)->nn; }
 
-// The profiled twin of the table Inner() returns (core/profiler.h).
+// The profiled twin of the table Inner() returns (core/profile_op.h).
 template <const NnKernels& (*Inner)()>
 const NnKernels& profiled() {
 #define MT_ENTRY(entry) MT_PROFILED_ENTRY(NnKernels, Inner, entry, #entry)

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 namespace mantissa {
 
@@ -14,7 +15,20 @@ std::atomic<void (*)(const char*)> g_push{nullptr};
 std::atomic<void (*)()> g_pop{nullptr};
 // Set once the environment or set_enabled() chose; set_default() then changes nothing.
 std::atomic<bool> g_decided{false};
+std::atomic<bool> g_switch{false};  // the NVTX switch (environment, set_enabled, set_default)
 thread_local Counts t_counts;
+
+// The recorder of a Profile: calls into it are serialized by the mutex, so that
+// set_recorder(nullptr) returning means no thread is still inside the old one.
+std::mutex g_recorder_mutex;
+Recorder* g_recorder = nullptr;                           // guarded by g_recorder_mutex
+std::atomic<bool>& g_has_recorder = detail::g_recording;  // a lock-free look before taking the mutex
+std::atomic<GpuTimer*> g_gpu_timer{nullptr};
+
+void refresh_enabled() {
+  detail::g_enabled.store(g_switch.load(std::memory_order_relaxed) || g_has_recorder.load(std::memory_order_relaxed),
+                          std::memory_order_relaxed);
+}
 
 // MANTISSA_NVTX in the environment decides (once; before main() through g_env_read, or
 // earlier if another static initializer gets here first).
@@ -22,8 +36,9 @@ bool read_environment() {
   static const bool decided = [] {
     const char* v = std::getenv("MANTISSA_NVTX");
     if (v == nullptr || *v == '\0') return false;
-    detail::g_enabled.store(std::strcmp(v, "0") != 0, std::memory_order_relaxed);
+    g_switch.store(std::strcmp(v, "0") != 0, std::memory_order_relaxed);
     g_decided.store(true);
+    refresh_enabled();
     return true;
   }();
   return decided;
@@ -35,22 +50,70 @@ bool read_environment() {
 void set_enabled(bool on) {
   (void)read_environment();
   g_decided.store(true);
-  detail::g_enabled.store(on, std::memory_order_relaxed);
+  g_switch.store(on, std::memory_order_relaxed);
+  refresh_enabled();
 }
 
 void set_default(bool on) {
   (void)read_environment();
-  if (!g_decided.load()) detail::g_enabled.store(on, std::memory_order_relaxed);
+  if (!g_decided.load()) {
+    g_switch.store(on, std::memory_order_relaxed);
+    refresh_enabled();
+  }
 }
 
-void push(const char* name) {
+void push(const char* name, Kind kind) {
   ++t_counts.pushed;
   if (auto f = g_push.load(std::memory_order_relaxed)) f(name);
+  if (g_has_recorder.load(std::memory_order_relaxed)) {
+    std::lock_guard<std::mutex> lock(g_recorder_mutex);
+    if (g_recorder) g_recorder->begin(name, kind, nullptr);
+  }
+}
+
+void push_op(const char* name, const OpInfo& op) {
+  ++t_counts.pushed;
+  if (auto f = g_push.load(std::memory_order_relaxed)) f(name);
+  if (g_has_recorder.load(std::memory_order_relaxed)) {
+    std::lock_guard<std::mutex> lock(g_recorder_mutex);
+    if (g_recorder) g_recorder->begin(name, Kind::Op, &op);
+  }
 }
 
 void pop() {
   ++t_counts.popped;
   if (auto f = g_pop.load(std::memory_order_relaxed)) f();
+  if (g_has_recorder.load(std::memory_order_relaxed)) {
+    std::lock_guard<std::mutex> lock(g_recorder_mutex);
+    if (g_recorder) g_recorder->end();
+  }
+}
+
+void note(const char* name, const char* detail, double value) {
+  if (!g_has_recorder.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> lock(g_recorder_mutex);
+  if (g_recorder) g_recorder->note(name, detail, value);
+}
+
+Recorder* set_recorder(Recorder* r) {
+  (void)read_environment();
+  std::lock_guard<std::mutex> lock(g_recorder_mutex);
+  Recorder* prev = g_recorder;
+  g_recorder = r;
+  g_has_recorder.store(r != nullptr, std::memory_order_relaxed);
+  refresh_enabled();
+  return prev;
+}
+
+void set_gpu_timer(GpuTimer timer) {
+  static GpuTimer slot;  // installed once per process by a device backend
+  slot = timer;
+  g_gpu_timer.store(timer.start ? &slot : nullptr);
+}
+
+GpuTimer gpu_timer() {
+  if (const GpuTimer* t = g_gpu_timer.load()) return *t;
+  return {};
 }
 
 Hooks set_hooks(Hooks hooks) {

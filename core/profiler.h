@@ -3,7 +3,8 @@
 // each module forward with its dotted path (nn::Module::operator()), backward and its
 // nodes (autograd engine), optimizer steps, GradScaler updates and DataLoader batches.
 //
-// Off, a range costs one relaxed load of a global bool and a branch. The switch is
+// Off, a range costs one relaxed load of a global bool and a branch. Ranges are on while
+// a profiler::Profile records (core/profile.h) or while the NVTX switch is on. The switch is
 //   * MANTISSA_NVTX=1 / MANTISSA_NVTX=0 in the environment (wins over the default),
 //   * profiler::set_enabled(on) at run time (wins over everything),
 //   * otherwise on as soon as a CUDA device is found (core/device.cpp), off on the CPU.
@@ -18,18 +19,53 @@ namespace mantissa::profiler {
 
 namespace detail {
 inline std::atomic<bool> g_enabled{false};
+inline std::atomic<bool> g_recording{false};  // a Recorder (a Profile) is installed
 }  // namespace detail
 
+// Whether ranges are pushed: the switch below, or a Profile recording.
 inline bool enabled() { return detail::g_enabled.load(std::memory_order_relaxed); }
+// Whether a Profile records: for figures worth a host read only then (the loss scale).
+inline bool recording() { return detail::g_recording.load(std::memory_order_relaxed); }
 // An explicit choice: later defaults (a CUDA device appearing) no longer change it.
 void set_enabled(bool on);
 // A backend's default (on when a CUDA device is present); ignored once the environment or
 // set_enabled() decided.
 void set_default(bool on);
 
-// Unconditional push/pop through the installed hooks (callers check enabled() first).
-void push(const char* name);
+// Unconditional push/pop through the installed hooks and to the recorder, if any (callers
+// check enabled() first). push_op() is push() for a dispatched op, with its metadata.
+struct OpInfo;  // core/profile_op.h
+// What a range marks, for a recorder's categories (NVTX sees names only).
+enum class Kind : uint8_t { Range, Module, Op };
+void push(const char* name, Kind kind = Kind::Range);
+void push_op(const char* name, const OpInfo& op);
 void pop();
+// A named value on this thread's timeline (autocast decisions, cache hits); only a recorder
+// sees it. `detail` may be null.
+void note(const char* name, const char* detail, double value);
+
+// Where a profiler::Profile receives ranges, beside the NVTX hooks. Calls are serialized
+// (one global lock while a recorder is installed), from any thread.
+class Recorder {
+ public:
+  virtual ~Recorder() = default;
+  virtual void begin(const char* name, Kind kind, const OpInfo* op) = 0;  // op: set for Kind::Op
+  virtual void end() = 0;
+  virtual void note(const char* name, const char* detail, double value) = 0;
+};
+// Installs `r` (null: none) and returns the previous one; once this returns, the previous
+// recorder receives no more calls. Ranges are on while a recorder is installed.
+Recorder* set_recorder(Recorder* r);
+
+// GPU time of ops on a device, by events recorded on the device's stream around each op and
+// resolved later (no synchronisation per op). cuda/ installs it; null members: not available.
+struct GpuTimer {
+  void* (*start)(int device) = nullptr;         // records a start event; returns a token
+  void (*stop)(void* token) = nullptr;          // records the matching end event
+  double (*elapsed_ms)(void* token) = nullptr;  // waits for the end event; frees the token
+};
+void set_gpu_timer(GpuTimer timer);
+GpuTimer gpu_timer();
 
 // Where ranges go: NVTX when the CUDA backend is linked in, nowhere otherwise. Tests install
 // recorders.
@@ -50,8 +86,8 @@ Counts thread_counts();
 // RAII range; decides once, at construction, whether it pushes.
 class Range {
  public:
-  explicit Range(const char* name) : active_(enabled()) {
-    if (active_) push(name);
+  explicit Range(const char* name, Kind kind = Kind::Range) : active_(enabled()) {
+    if (active_) push(name, kind);
   }
   ~Range() {
     if (active_) pop();
@@ -64,21 +100,3 @@ class Range {
 };
 
 }  // namespace mantissa::profiler
-
-// Twins of the kernel tables while profiling (backend_for, nn_kernels_for): each entry of the
-// twin opens a range named after the kernel, then calls the real table's entry.
-//   static const Backend t{MT_PROFILED_ENTRY(Backend, cpu_backend, matmul, "matmul"), ...};
-namespace mantissa::profiler::detail {
-template <typename Table, const Table& (*Inner)(), auto Member, typename... Args>
-void call_in_range(const char* name, Args... args) {
-  Range r(name);
-  (Inner().*Member)(args...);
-}
-}  // namespace mantissa::profiler::detail
-#define MT_PROFILED_ENTRY(Table, Inner, entry, name) \
-  .entry = [](auto... args) { ::mantissa::profiler::detail::call_in_range<Table, Inner, &Table::entry>(name, args...); }
-// The same, named by the entry's first argument (the op): name_of(op).
-#define MT_PROFILED_OP_ENTRY(Table, Inner, entry, name_of)                                              \
-  .entry = [](auto op, auto... args) {                                                                  \
-    ::mantissa::profiler::detail::call_in_range<Table, Inner, &Table::entry>(name_of(op), op, args...); \
-  }

@@ -92,6 +92,7 @@ class CachingAllocator final : public Allocator {
     }
     active_.emplace(b->ptr, b);
     stats_.allocated += b->size;
+    stats_.allocated_total += b->size;
     if (stats_.allocated > stats_.peak_allocated) stats_.peak_allocated = stats_.allocated;
     return b->ptr;
   }

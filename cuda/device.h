@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "core/error.h"
+#include "core/profiler.h"
 
 namespace mantissa::cuda {
 
@@ -18,6 +19,8 @@ constexpr int kMaxDevices = 64;
 // GPUs the runtime reports (0 on any failure), at most kMaxDevices. core reads it through
 // the registered backend (cuda_device_count()).
 int runtime_device_count();
+// The profiler's GPU timer: CUDA event pairs around each op (cuda/profiler.cpp).
+profiler::GpuTimer gpu_timer();
 
 // Properties of `device`, queried once and cached.
 const cudaDeviceProp& device_properties(int device);

@@ -1,6 +1,6 @@
-// The CUDA backend as core sees it: both kernel tables, the device count, the allocators and
-// the NVTX range hooks, registered once at load through the generated list of backends
-// (cmake/backends.cpp.in).
+// The CUDA backend as core sees it: both kernel tables, the device count, the allocators, the
+// NVTX range hooks and the profiler's GPU timer (cuda/profiler.cpp), registered once at load through the generated list
+// of backends (cmake/backends.cpp.in).
 #include <nvtx3/nvToolsExt.h>
 
 #include "core/backend_registry.h"
@@ -68,6 +68,7 @@ void register_cuda_backend() {
                                          .allocator = cuda::device_allocator,
                                          .pinned_host_allocator = cuda::pinned_allocator,
                                          .ranges = {.push = nvtx_push, .pop = nvtx_pop},
+                                         .gpu_timer = cuda::gpu_timer(),
                                      });
 }
 

@@ -69,7 +69,7 @@ class Module {
   // root: its type name) while profiling is on (core/profiler.h); off, one branch.
   Tensor operator()(const Tensor& x) {
     if (!profiler::enabled()) return forward(x);
-    profiler::Range r(profile_name().c_str());
+    profiler::Range r(profile_name().c_str(), profiler::Kind::Module);
     return forward(x);
   }
   // The dotted path under the outermost module this one was registered into ("" for a root).

@@ -147,11 +147,15 @@ void GradScaler::update() {
                                int32_t(opts_.growth_interval), int32_t(opts_.hysteresis),   opts_.dynamic,
                                stage_ == Stage::Stepped};
   const Tensor flag = combined_flag();
+  // A recording Profile keeps the loss-scale history (reading it back synchronises a GPU).
+  const int64_t skipped_before = profiler::recording() ? skipped_steps() : 0;
   // Reads the flag, adjusts scale and counters, then clears the flag, all on the device.
   backend_for(scale_.device()).update_scale(scale_, counters_, flag, rule);
   for (auto& [key, f] : flags_)
     if (!f.is_same(flag)) f.zero_();
   stage_ = Stage::Ready;
+  if (profiler::recording())
+    profiler::note("loss_scale", skipped_steps() > skipped_before ? "skipped" : "taken", scale());
 }
 
 StateDict GradScaler::state_dict() const {

@@ -192,7 +192,7 @@ TEST(GradScaler, StateDictRoundTrip) {
   EXPECT_EQ(b.scale(), 32.0);
   EXPECT_EQ(b.growth_tracker(), 2);
   auto bad = a.state_dict();
-  bad.erase("scale");
+  bad.scalars.erase("scale");
   EXPECT_THROW(b.load_state_dict(bad), mt::Error);
 }
 

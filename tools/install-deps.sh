@@ -19,6 +19,7 @@ packages=(
   clang-format               # tools/format.sh: the style check CI runs
   clang-tidy                 # tools/tidy.sh: bugprone/performance checks on changed files
   libdnnl-dev                # oneDNN 2.6: bf16/fp32 CPU matmul and convolution (optional: Eigen without it)
+  python3-matplotlib         # tools/plot_runs.py only (plots of --metrics files); no build or test needs it
   "$@"
 )
 

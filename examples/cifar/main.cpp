@@ -7,6 +7,7 @@
 //   cifar --data-dir cifar-10-batches-bin --epochs 180 --amp bf16
 //   cifar --data-dir cifar-100-binary --labels coarse --depth 56 --device cuda --amp fp16
 //   cifar --save run.safetensors                    # and later: --resume run.safetensors
+//   cifar --profile trace.json --amp-report --amp fp16 --metrics run.jsonl
 #include <mantissa.h>
 
 #include <CLI/CLI.hpp>
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "../common/run_log.h"
 #include "data.h"
 
 namespace mt = mantissa;
@@ -99,6 +101,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--limit", limit, "use only the first N training and test images (quick runs)")
       ->check(CLI::NonNegativeNumber);
+  examples::RunLogOptions log_opts;
+  examples::add_run_log_options(app, log_opts);
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -169,6 +173,9 @@ int main(int argc, char** argv) {
                 (long long)net.num_parameters(), amp_name.c_str(), device.str().c_str(),
                 no_augment ? "off" : "crop 32 pad 4 + flip");
 
+    examples::StepProfiler step_profiler(log_opts, true, total_steps - int64_t(start_epoch) * train_loader.size());
+    examples::MetricsLog metrics(log_opts.metrics_path);
+    int64_t global_step = int64_t(start_epoch) * train_loader.size();
     Eval last;
     double total_train_s = 0;
     int64_t total_images = 0;
@@ -177,6 +184,7 @@ int main(int argc, char** argv) {
       int64_t b = 0, seen = 0;
       double running = 0;
       for (auto& [x, y] : train_loader) {
+        step_profiler.begin_step();
         mt::Tensor loss;
         {
           mt::amp::Autocast ac(amp.value_or(mt::kHalf), amp.has_value());
@@ -186,20 +194,28 @@ int main(int argc, char** argv) {
         scaler.backward(loss);
         scaler.step(opt);
         scaler.update();
+        const double lr_now = *opt.param_groups()[0].lr;
         sched->step();
         const double l = loss.item<double>();
+        step_profiler.end_step();
         running = b == 0 ? l : 0.95 * running + 0.05 * l;
         seen += y.size(0);
         ++b;
+        ++global_step;
         if (b % 10 == 0 || b == train_loader.size()) {
           const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           progress(epoch + 1, epochs, b, train_loader.size(), running, *opt.param_groups()[0].lr, double(seen) / s);
+          if (metrics.enabled())
+            metrics.train({global_step, epoch + 1, l, lr_now, scaler.scale(), scaler.skipped_steps(),
+                           total_images + seen, examples::peak_memory(device)});
         }
       }
       const double epoch_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       total_train_s += epoch_s;
       total_images += seen;
+      step_profiler.finish();  // the profiled window outlasted the epoch: report what it saw
       last = evaluate(net, test_loader, amp);
+      metrics.eval(global_step, epoch + 1, {{"test_loss", last.loss}, {"test_accuracy", last.accuracy}});
       std::printf("\nepoch %d: train %.1f s (%.0f images/s), train loss %.4f, test loss %.4f, test accuracy %.2f%%\n",
                   epoch + 1, epoch_s, double(seen) / epoch_s, running, last.loss, last.accuracy);
       if (!save_path.empty()) mt::optim::save_checkpoint(save_path, parts, {.epoch = epoch + 1, .extra = {}});

@@ -6,6 +6,7 @@
 //   transformer --amp bf16 --steps 500 --save run.safetensors
 //   transformer --resume run.safetensors --steps 1000     # continues exactly where it stopped
 //   transformer --text book.txt --sample 500 --prompt "Once upon a time" --temperature 0.8 --top-k 20
+//   transformer --amp bf16 --steps 20 --profile trace.json --amp-report --metrics run.jsonl
 //   # GPT-2-small-like on a GPU: --layers 12 --heads 12 --d-model 768 --context 1024 --device cuda --amp bf16
 #include <mantissa.h>
 
@@ -17,6 +18,7 @@
 #include <sstream>
 
 #include "../common/parallel.h"
+#include "../common/run_log.h"
 #include "corpus.h"
 
 namespace mt = mantissa;
@@ -30,8 +32,9 @@ struct Options {
   std::string text_path, amp = "off", device = "cpu", save, resume, prompt = "\n";
   int64_t layers = 4, heads = 4, d_model = 128, context = 128, batch_size = 16, steps = 1000, warmup = 100;
   int64_t eval_every = 100, eval_batches = 8, sample = 300, top_k = 20;
-  int64_t stop_at = 0;       // > 0: stop (and save) at this step, as an interrupted run would
-  bool distributed = false;  // data parallel over the ranks of mpirun (--batch-size per rank)
+  int64_t stop_at = 0;          // > 0: stop (and save) at this step, as an interrupted run would
+  bool distributed = false;     // data parallel over the ranks of mpirun (--batch-size per rank)
+  examples::RunLogOptions log;  // --profile, --amp-report, --metrics
   double lr = 2e-3, weight_decay = 0.1, clip = 1.0, dropout = 0.0, temperature = 0.8;
   uint64_t seed = 0;
 };
@@ -212,8 +215,12 @@ int run(const Options& o) {
   };
 
   double first_loss = NAN, running = NAN, val = NAN;
+  // Rank 0 profiles and logs; the other ranks train only.
+  examples::StepProfiler step_profiler(lead ? o.log : examples::RunLogOptions{}, lead, o.steps - start);
+  examples::MetricsLog metrics(lead ? o.log.metrics_path : "");
   auto t0 = std::chrono::steady_clock::now();
   for (int64_t step = start; step < o.steps; ++step) {
+    step_profiler.begin_step();
     Batch b = train_batch(corpus.train, o.batch_size, o.context, o.seed, step, parallel.rank * o.batch_size);
     mt::Tensor loss;
     {
@@ -228,8 +235,10 @@ int run(const Options& o) {
     }
     scaler.step(opt);
     scaler.update();
+    const double lr_now = opt.param_groups()[0].lr.value();
     sched.step();
     const double l = loss.item<double>();
+    step_profiler.end_step();
     if (std::isnan(first_loss)) first_loss = l;
     running = std::isnan(running) ? l : 0.95 * running + 0.05 * l;
     const int64_t done = step + 1;
@@ -237,9 +246,14 @@ int run(const Options& o) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       progress(done, o.steps, running, double((done - start) * o.batch_size * o.context) / s, scaler.scale(),
                opt.param_groups()[0].lr.value());
+      if (metrics.enabled())
+        metrics.train({done, 0, l, lr_now, scaler.scale(), scaler.skipped_steps(), (done - start) * o.batch_size,
+                       examples::peak_memory(dev)});
     }
     if ((o.eval_every > 0 && done % o.eval_every == 0) || done == o.steps) {
+      step_profiler.finish();  // the profiled window outlasted the run: report what it saw
       val = evaluate(gpt, corpus, o, amp, dev);
+      metrics.eval(done, 0, {{"val_loss", val}});
       if (lead)
         std::printf("\nstep %lld: train loss %.4f, validation loss %.4f nats/char\n", (long long)done, running, val);
       save(done);
@@ -301,6 +315,7 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--distributed", o.distributed,
                "data parallel over the ranks of mpirun (--batch-size per rank; rank 0 prints and saves)");
+  examples::add_run_log_options(app, o.log);
   CLI11_PARSE(app, argc, argv);
   try {
     return run(o);
