@@ -22,8 +22,9 @@ class Scalar {
   // Throws mantissa::Error naming `op` when a floating value has no int64: NaN, inf, |x| >= 2^63.
   int64_t to_int(const char* op = "Scalar") const {
     if (!floating_) return i_;
-    // 2^63 is exact in double; every double in (-2^63 - 1, 2^63) truncates into int64.
-    MT_CHECK(std::isfinite(d_) && d_ > -9223372036854775808.0 - 1.0 && d_ < 9223372036854775808.0, op, "value ", d_,
+    // ±2^63 are exact in double and int64 spans [-2^63, 2^63): a double in that range (the
+    // only doubles between -2^63 - 1 and -2^63 are those two) truncates into int64.
+    MT_CHECK(std::isfinite(d_) && d_ >= -9223372036854775808.0 && d_ < 9223372036854775808.0, op, "value ", d_,
              " cannot be converted to an integer dtype without overflow");
     return static_cast<int64_t>(d_);
   }

@@ -32,7 +32,6 @@ GzReader::GzReader(std::string path, std::string op) : path_(std::move(path)), o
   file_size_ = fs::file_size(path_, ec);
   MT_CHECK(!ec, op_, "cannot get the size of '", path_, "': ", ec.message());
 
-  in_.reserve(kInputChunk);
   refill();
   compressed_ = in_.size() >= 2 && in_[0] == 0x1f && in_[1] == 0x8b;
   if (compressed_) {
@@ -57,7 +56,9 @@ GzReader::~GzReader() {
 }
 
 bool GzReader::refill() {
-  in_.resize(kInputChunk);
+  // No bigger than the file: reading a small file allocates little (the fuzz harnesses read
+  // thousands a second).
+  in_.resize(size_t(std::min<uint64_t>(kInputChunk, std::max<uint64_t>(file_size_, 1))));
   for (;;) {
     const ssize_t r = ::read(fd_, in_.data(), in_.size());
     if (r < 0 && errno == EINTR) continue;

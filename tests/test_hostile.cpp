@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <future>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -201,6 +202,16 @@ TEST(Hostile, ScalarKeepsNonIntegerDoubles) {
   EXPECT_THROW(mt::Scalar(INFINITY).to_int(), mt::Error);
   EXPECT_THROW(mt::Scalar(1e19).to_int(), mt::Error);
   EXPECT_EQ(mt::Scalar(-2.7).to_int(), -2);
+  // int64's range is [-2^63, 2^63): both ends exact in double, the lower one included.
+  EXPECT_EQ(mt::Scalar(-9223372036854775808.0).to_int(), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(mt::Scalar(std::ldexp(-1.0, 63)).to_int(), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(mt::Scalar(std::nextafter(9223372036854775808.0, 0.0)).to_int(), int64_t{9223372036854774784});
+  EXPECT_THROW(mt::Scalar(9223372036854775808.0).to_int(), mt::Error);
+  EXPECT_THROW(mt::Scalar(std::nextafter(-9223372036854775808.0, -INFINITY)).to_int(), mt::Error);
+  EXPECT_THROW(mt::Scalar(-1e19).to_int(), mt::Error);
+  EXPECT_THROW(mt::Scalar(-INFINITY).to_int(), mt::Error);
+  EXPECT_EQ(mt::full({1}, -9223372036854775808.0, {.dtype = mt::kInt64}).to_vector<int64_t>()[0],
+            std::numeric_limits<int64_t>::min());
   EXPECT_TRUE(std::isnan(mt::full({2}, NAN).to_vector<float>()[1]));
   EXPECT_EQ(mt::full({2}, 1e30, {.dtype = mt::kFloat64}).to_vector<double>()[0], 1e30);
   mt::Tensor x = mt::from_vector<float>({1, 2, 3}, {3});
