@@ -21,9 +21,7 @@ struct MasterCastNode final : autograd::Node {
   std::string name() const override { return "MasterCastBackward"; }
   // Without a graph of the backward, the fp16 gradient goes to the master's
   // AccumulateGrad as is: it converts while accumulating (one pass, not two).
-  std::vector<Tensor> apply(const Tensor& g) override {
-    return {GradMode::is_enabled() ? g.to(master_dtype) : g};
-  }
+  std::vector<Tensor> apply(const Tensor& g) override { return {GradMode::is_enabled() ? g.to(master_dtype) : g}; }
 };
 
 bool is_param(const Tensor& t) { return t.is_leaf() && t.requires_grad(); }
@@ -75,7 +73,8 @@ std::vector<Tensor> autocast_many(const char* op, const std::vector<Tensor>& xs)
         for (auto& x : out) x = cast_input(x, widest);
       break;
     }
-    case CastPolicy::PassThrough: break;
+    case CastPolicy::PassThrough:
+      break;
   }
   return out;
 }

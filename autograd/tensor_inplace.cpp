@@ -49,8 +49,8 @@ Tensor& binary_inplace(const char* op, Tensor& self, const Tensor& other, Binary
     DType t = result_type(self, other);
     if (kind == BinaryOp::Div) t = float_type(t);
     Shape shape = broadcast_shapes(self.sizes(), other.sizes(), op);
-    MT_CHECK(shape == self.sizes(), op, "output with shape ", self.shape_str(),
-             " doesn't match the broadcast shape ", shape_str(shape));
+    MT_CHECK(shape == self.sizes(), op, "output with shape ", self.shape_str(), " doesn't match the broadcast shape ",
+             shape_str(shape));
     MT_CHECK(is_floating(self.dtype()) || !is_floating(t), op, "result type ", dtype_name(t),
              " can't be cast to the desired output type ", dtype_name(self.dtype()));
     Tensor o = other.dtype() == self.dtype() ? other : launch::cast(other, self.dtype());
@@ -114,8 +114,11 @@ Tensor& Tensor::copy_(const Tensor& src) {
   if (!needs_grad({src}) && !(GradMode::is_enabled() && requires_grad())) {
     Shape shape = broadcast_shapes(sizes(), src.sizes(), "copy_");
     MT_CHECK(shape == sizes(), "copy_", "source of shape ", src.shape_str(), " does not broadcast to ", shape_str());
-    if (src.device() == device()) backend_for(device()).copy(src, *this);
-    else backend_for(device().is_cpu() ? src.device() : device()).copy(launch::contiguous(src).expand(sizes()).contiguous(), *this);
+    if (src.device() == device())
+      backend_for(device()).copy(src, *this);
+    else
+      backend_for(device().is_cpu() ? src.device() : device())
+          .copy(launch::contiguous(src).expand(sizes()).contiguous(), *this);
     bump_version();
     return *this;
   }

@@ -21,7 +21,8 @@ void resnet_step(benchmark::State& state, Amp amp) {
   constexpr int64_t batch = 128;
   mt::manual_seed(7);
   mt::nn::CifarResNet net(20);
-  mt::optim::SGD opt(mt::optim::weight_decay_groups(net.named_parameters(), 5e-4), {.lr = 0.1, .momentum = 0.9, .nesterov = true});
+  mt::optim::SGD opt(mt::optim::weight_decay_groups(net.named_parameters(), 5e-4),
+                     {.lr = 0.1, .momentum = 0.9, .nesterov = true});
   mt::amp::GradScaler scaler({.enabled = amp == Amp::Fp16});
   // Fixed data in the example's layout: normalized images [128, 3, 32, 32] and class indices.
   mt::Tensor x = mt::randn({batch, 3, 32, 32});

@@ -9,9 +9,9 @@
 namespace mantissa {
 
 struct AllocatorStats {
-  size_t allocated = 0;       // bytes handed out and not yet returned
-  size_t reserved = 0;        // bytes held from the system (allocated + cached)
-  size_t peak_allocated = 0;  // high-water mark of `allocated`
+  size_t allocated = 0;        // bytes handed out and not yet returned
+  size_t reserved = 0;         // bytes held from the system (allocated + cached)
+  size_t peak_allocated = 0;   // high-water mark of `allocated`
   size_t allocated_total = 0;  // bytes handed out since the start, never decreasing (the profiler's per-op figure)
 };
 

@@ -7,27 +7,39 @@ namespace mantissa {
 size_t element_size(DType t) {
   switch (t) {
     case DType::Float64:
-    case DType::Int64: return 8;
+    case DType::Int64:
+      return 8;
     case DType::Float32:
-    case DType::Int32: return 4;
+    case DType::Int32:
+      return 4;
     case DType::Float16:
-    case DType::BFloat16: return 2;
+    case DType::BFloat16:
+      return 2;
     case DType::UInt8:
-    case DType::Bool: return 1;
+    case DType::Bool:
+      return 1;
   }
   return 0;
 }
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::Float32: return "float32";
-    case DType::Float64: return "float64";
-    case DType::Float16: return "float16";
-    case DType::BFloat16: return "bfloat16";
-    case DType::Int64: return "int64";
-    case DType::Int32: return "int32";
-    case DType::UInt8: return "uint8";
-    case DType::Bool: return "bool";
+    case DType::Float32:
+      return "float32";
+    case DType::Float64:
+      return "float64";
+    case DType::Float16:
+      return "float16";
+    case DType::BFloat16:
+      return "bfloat16";
+    case DType::Int64:
+      return "int64";
+    case DType::Int32:
+      return "int32";
+    case DType::UInt8:
+      return "uint8";
+    case DType::Bool:
+      return "bool";
   }
   return "?";
 }
@@ -45,14 +57,21 @@ namespace {
 int category(DType t) { return t == DType::Bool ? 0 : (is_integral(t) ? 1 : 2); }
 int rank(DType t) {  // width order inside a category
   switch (t) {
-    case DType::Bool: return 0;
-    case DType::UInt8: return 1;
-    case DType::Int32: return 2;
-    case DType::Int64: return 3;
+    case DType::Bool:
+      return 0;
+    case DType::UInt8:
+      return 1;
+    case DType::Int32:
+      return 2;
+    case DType::Int64:
+      return 3;
     case DType::Float16:
-    case DType::BFloat16: return 1;
-    case DType::Float32: return 2;
-    case DType::Float64: return 3;
+    case DType::BFloat16:
+      return 1;
+    case DType::Float32:
+      return 2;
+    case DType::Float64:
+      return 3;
   }
   return 0;
 }

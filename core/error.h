@@ -24,8 +24,8 @@ std::string concat(const Args&... args) {
 }  // namespace mantissa
 
 // MT_CHECK(cond, "op", "message parts", ...): throws mantissa::Error("op: message").
-#define MT_CHECK(cond, op, ...)                                                 \
-  do {                                                                          \
+#define MT_CHECK(cond, op, ...)                                                              \
+  do {                                                                                       \
     if (!(cond)) throw ::mantissa::Error(::mantissa::detail::concat(op, ": ", __VA_ARGS__)); \
   } while (0)
 

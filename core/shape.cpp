@@ -73,8 +73,7 @@ std::vector<int64_t> reduction_dims(const Shape& dims, int64_t ndim, const char*
   }
   for (int64_t d : dims) out.push_back(wrap_dim(d, ndim, op));
   std::sort(out.begin(), out.end());
-  MT_CHECK(std::adjacent_find(out.begin(), out.end()) == out.end(), op, "dimension repeated in ",
-           shape_str(dims));
+  MT_CHECK(std::adjacent_find(out.begin(), out.end()) == out.end(), op, "dimension repeated in ", shape_str(dims));
   if (ndim == 0) out.clear();
   return out;
 }
@@ -82,8 +81,7 @@ std::vector<int64_t> reduction_dims(const Shape& dims, int64_t ndim, const char*
 Shape broadcast_strides(const Shape& sizes, const Shape& strides, const Shape& target) {
   Shape out(target.size(), 0);
   size_t lead = target.size() - sizes.size();
-  for (size_t i = 0; i < sizes.size(); ++i)
-    out[lead + i] = (sizes[i] == 1 && target[lead + i] != 1) ? 0 : strides[i];
+  for (size_t i = 0; i < sizes.size(); ++i) out[lead + i] = (sizes[i] == 1 && target[lead + i] != 1) ? 0 : strides[i];
   return out;
 }
 

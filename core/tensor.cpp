@@ -1,7 +1,6 @@
 #include "core/tensor.h"
 
 #include <algorithm>
-
 #include <cmath>
 #include <cstring>
 
@@ -110,9 +109,7 @@ Tensor from_tensor_f64(const Tensor& v, const TensorOptions& o) {
 }
 }  // namespace
 
-Tensor empty(const Shape& shape, const TensorOptions& o) {
-  return with_grad(make_tensor(shape, o.dtype, o.device), o);
-}
+Tensor empty(const Shape& shape, const TensorOptions& o) { return with_grad(make_tensor(shape, o.dtype, o.device), o); }
 
 Tensor full(const Shape& shape, const Scalar& value, const TensorOptions& o) {
   Tensor t = make_tensor(shape, o.dtype, o.device);
@@ -169,15 +166,24 @@ Tensor eye(int64_t n, const TensorOptions& o) {
 namespace {
 template <typename T>
 constexpr DType dtype_of() {
-  if constexpr (std::is_same_v<T, float>) return DType::Float32;
-  else if constexpr (std::is_same_v<T, double>) return DType::Float64;
-  else if constexpr (std::is_same_v<T, Half>) return DType::Float16;
-  else if constexpr (std::is_same_v<T, BFloat16>) return DType::BFloat16;
-  else if constexpr (std::is_same_v<T, int64_t>) return DType::Int64;
-  else if constexpr (std::is_same_v<T, int32_t>) return DType::Int32;
-  else if constexpr (std::is_same_v<T, uint8_t>) return DType::UInt8;
-  else if constexpr (std::is_same_v<T, bool>) return DType::Bool;
-  else static_assert(sizeof(T) == 0, "unsupported element type");
+  if constexpr (std::is_same_v<T, float>)
+    return DType::Float32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DType::Float64;
+  else if constexpr (std::is_same_v<T, Half>)
+    return DType::Float16;
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return DType::BFloat16;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return DType::Int64;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return DType::Int32;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return DType::UInt8;
+  else if constexpr (std::is_same_v<T, bool>)
+    return DType::Bool;
+  else
+    static_assert(sizeof(T) == 0, "unsupported element type");
 }
 }  // namespace
 
@@ -195,8 +201,8 @@ Tensor from_blob(const void* data, const Shape& shape, DType dtype, const Tensor
 template <typename T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape_in, const TensorOptions& o) {
   Shape shape = shape_in.empty() ? Shape{int64_t(values.size())} : shape_in;  // default: 1-D
-  MT_CHECK(shape_numel(shape) == int64_t(values.size()), "from_vector", "shape ", shape_str(shape),
-           " needs ", shape_numel(shape), " values but ", values.size(), " were given");
+  MT_CHECK(shape_numel(shape) == int64_t(values.size()), "from_vector", "shape ", shape_str(shape), " needs ",
+           shape_numel(shape), " values but ", values.size(), " were given");
   if constexpr (std::is_same_v<T, bool>) {
     std::vector<uint8_t> bytes(values.begin(), values.end());
     return from_blob(bytes.data(), shape, DType::Bool, o);
@@ -210,7 +216,7 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape) {
   return from_vector(values, shape, {.dtype = dtype_of<T>()});
 }
 
-#define MT_INSTANTIATE_FROM_VECTOR(T)                                                    \
+#define MT_INSTANTIATE_FROM_VECTOR(T)                                                     \
   template Tensor from_vector(const std::vector<T>&, const Shape&, const TensorOptions&); \
   template Tensor from_vector(const std::vector<T>&, const Shape&);
 MT_INSTANTIATE_FROM_VECTOR(float)
@@ -253,7 +259,7 @@ bool Tensor::item<bool>() const {
   return to_vector<uint8_t>()[0] != 0;
 }
 
-#define MT_INSTANTIATE_ACCESS(T)                     \
+#define MT_INSTANTIATE_ACCESS(T)                        \
   template std::vector<T> Tensor::to_vector<T>() const; \
   template T Tensor::item<T>() const;
 MT_INSTANTIATE_ACCESS(float)

@@ -173,8 +173,8 @@ class Module {
   const std::string& profile_name() const;
 
   std::vector<Slot> params_, buffers_;
-  std::string path_;                   // see path()
-  mutable std::string type_name_;      // name(), cached for profiler ranges of a root module
+  std::string path_;               // see path()
+  mutable std::string type_name_;  // name(), cached for profiler ranges of a root module
   std::vector<Child> children_;
   // Parents that hold this module by reference (kept so moves and destruction update them).
   std::vector<Module*> referrers_;

@@ -24,8 +24,8 @@ std::string num(double v) {
 double parse_num(const std::string& path, const std::string& key, const std::string& s) {
   char* end = nullptr;
   double v = std::strtod(s.c_str(), &end);
-  MT_CHECK(end && *end == '\0' && !s.empty(), "load_checkpoint", path, ": metadata '", key,
-           "' is not a number: '", s.substr(0, 40), s.size() > 40 ? "...'" : "'");
+  MT_CHECK(end && *end == '\0' && !s.empty(), "load_checkpoint", path, ": metadata '", key, "' is not a number: '",
+           s.substr(0, 40), s.size() > 40 ? "...'" : "'");
   return v;
 }
 
@@ -65,8 +65,8 @@ nn::StateDict snapshot(const nn::Module& m) {
 void save_checkpoint(const std::string& path, const Checkpoint& parts, const CheckpointInfo& info) {
   MT_CHECK(parts.model != nullptr, "save_checkpoint", "a model is required");
   std::map<std::string, Tensor> tensors;
-  std::map<std::string, std::string> meta{{"format", kFormat}, {"epoch", std::to_string(info.epoch)},
-                                          {"rng", default_generator().get_state()}};
+  std::map<std::string, std::string> meta{
+      {"format", kFormat}, {"epoch", std::to_string(info.epoch)}, {"rng", default_generator().get_state()}};
   for (const auto& [k, t] : parts.model->state_dict()) tensors[k] = t;
   if (parts.optimizer) {
     StateDict d = parts.optimizer->state_dict();

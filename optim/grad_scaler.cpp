@@ -162,9 +162,9 @@ StateDict GradScaler::state_dict() const {
   const std::vector<int32_t> c = counters();
   StateDict sd;
   sd.scalars = {{"scale", double(scale_.item<float>())},  {"growth_factor", opts_.growth_factor},
-          {"backoff_factor", opts_.backoff_factor}, {"growth_interval", double(opts_.growth_interval)},
-          {"growth_tracker", double(c[0])},         {"overflows_in_a_row", double(c[1])},
-          {"skipped_steps", double(c[2])}};
+                {"backoff_factor", opts_.backoff_factor}, {"growth_interval", double(opts_.growth_interval)},
+                {"growth_tracker", double(c[0])},         {"overflows_in_a_row", double(c[1])},
+                {"skipped_steps", double(c[2])}};
   return sd;
 }
 

@@ -38,8 +38,8 @@ struct GradScalerOptions {
   double backoff_factor = 0.5;
   int64_t growth_interval = 2000;  // clean steps before the scale grows
   bool enabled = true;
-  bool dynamic = true;    // false: the scale stays init_scale (overflowing steps are still skipped)
-  double min_scale = 0;   // the scale never backs off below this (0: no floor)
+  bool dynamic = true;     // false: the scale stays init_scale (overflowing steps are still skipped)
+  double min_scale = 0;    // the scale never backs off below this (0: no floor)
   int64_t hysteresis = 1;  // overflowing steps tolerated before backing off (1: back off at once)
 };
 

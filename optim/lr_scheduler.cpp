@@ -53,7 +53,8 @@ StateDict LRScheduler::state_dict() const {
 
 void LRScheduler::load_state_dict(const StateDict& dict) {
   const std::string op = name_ + ".load_state_dict";
-  MT_CHECK(dict.empty(), op, "unknown key '", dict.empty() ? "" : dict.begin()->first, "' (a scheduler has no tensors)");
+  MT_CHECK(dict.empty(), op, "unknown key '", dict.empty() ? "" : dict.begin()->first,
+           "' (a scheduler has no tensors)");
   const size_t n = optimizer_->param_groups().size();
   auto get = [&](const std::string& key) {
     auto it = dict.scalars.find(key);

@@ -103,8 +103,10 @@ void Optimizer::add_param_group(ParamGroup group) {
     const bool used = is_set(defaults_, f);
     MT_CHECK(used || !is_set(group, f), op, "unknown hyper-parameter '", f.name, "' for ", name_);
     if (used && !is_set(group, f)) {
-      if (f.number) group.*f.number = defaults_.*f.number;
-      else group.*f.flag = defaults_.*f.flag;
+      if (f.number)
+        group.*f.number = defaults_.*f.number;
+      else
+        group.*f.flag = defaults_.*f.flag;
     }
   }
   check_group(group);

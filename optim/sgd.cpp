@@ -18,8 +18,7 @@ ParamGroup sgd_defaults(const SGDOptions& o) {
 SGD::SGD(std::vector<Tensor> params, const SGDOptions& options)
     : SGD(std::vector<ParamGroup>{ParamGroup{.params = std::move(params)}}, options) {}
 
-SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& defaults)
-    : Optimizer("SGD", sgd_defaults(defaults)) {
+SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& defaults) : Optimizer("SGD", sgd_defaults(defaults)) {
   init_groups(std::move(groups));
 }
 

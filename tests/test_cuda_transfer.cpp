@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 #include <mantissa.h>
 
-#include "gpu_test.h"
-
 #include <vector>
+
+#include "gpu_test.h"
 
 namespace mt = mantissa;
 namespace md = mantissa::data;

@@ -627,7 +627,8 @@ TEST(DataLoader, OptionErrors) {
   expect_error([] { md::DataLoader(range_dataset(4), {.prefetch = -1}); }, {"prefetch"});
   expect_error([] { md::DataLoader(std::shared_ptr<const md::Dataset>(), {}); }, {"null"});
   if (mt::cuda_device_count() == 0)
-    expect_error([] { md::DataLoader(range_dataset(4), {.device = mt::Device::cuda(0)}); }, {"cuda:0", "not available"});
+    expect_error([] { md::DataLoader(range_dataset(4), {.device = mt::Device::cuda(0)}); },
+                 {"cuda:0", "not available"});
 }
 
 // Pinned memory is a CUDA allocation: without a GPU pin_memory() is a plain contiguous

@@ -12,8 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <limits>
 #include <future>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The test job: dependencies, a Release build, then every CTest test (unit tests, example
-# smoke runs, the install + find_package consumer check).
+# The test job: dependencies, the style check (clang-format), a Release build (GCC warnings are
+# errors in the library), clang-tidy on the library files the last commit changed, then every
+# CTest test (unit tests, example smoke runs, the install + find_package consumer check).
 #   bash tools/run-tests.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash tools/install-deps.sh
+bash tools/format.sh
 bash tools/build.sh
+BUILD_DIR="${BUILD_DIR:-build}" bash tools/tidy.sh HEAD~1
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "${CTEST_JOBS:-2}"

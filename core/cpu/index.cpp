@@ -31,14 +31,13 @@ void index_select(const Tensor& in, int64_t dim, const Tensor& index, const Tens
   const int64_t* idx = static_cast<const int64_t*>(index.raw_data());
   const char* src = static_cast<const char*>(in.raw_data());
   char* dst = static_cast<char*>(out.raw_data());
-  parallel_for(0, outer * k, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(inner, 1)),
-               [&](int64_t b, int64_t e) {
-                 for (int64_t r = b; r < e; ++r) {
-                   int64_t o = r / k, j = r % k;
-                   std::memcpy(dst + size_t(r * inner) * es, src + size_t((o * n + idx[j]) * inner) * es,
-                               size_t(inner) * es);
-                 }
-               });
+  parallel_for(
+      0, outer * k, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(inner, 1)), [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) {
+          int64_t o = r / k, j = r % k;
+          std::memcpy(dst + size_t(r * inner) * es, src + size_t((o * n + idx[j]) * inner) * es, size_t(inner) * es);
+        }
+      });
 }
 
 // in: contiguous [outer, n, inner]; index, out: contiguous [outer, k, inner].

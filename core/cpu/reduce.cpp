@@ -38,9 +38,9 @@ void reduce(ReduceOp op, const Tensor& in, const Tensor& out) {
     auto row = [&](int64_t r) { return x + r * n; };
     switch (op) {
       case ReduceOp::Sum: {
-        using Out = std::conditional_t<std::is_same_v<T, bool> || std::is_same_v<T, uint8_t> ||
-                                           std::is_same_v<T, int32_t>,
-                                       int64_t, T>;  // torch.sum of ints gives int64
+        using Out =
+            std::conditional_t<std::is_same_v<T, bool> || std::is_same_v<T, uint8_t> || std::is_same_v<T, int32_t>,
+                               int64_t, T>;  // torch.sum of ints gives int64
         Out* y = static_cast<Out*>(out.raw_data());
         if (outer == 1 && n > kParallelGrain) {  // one long row: split it across threads
           std::vector<double> parts(64, 0.0);
@@ -93,8 +93,10 @@ void reduce(ReduceOp op, const Tensor& in, const Tensor& out) {
                              best = i;
                            }
                          }
-                         if (want_index) static_cast<int64_t*>(out.raw_data())[r] = best;
-                         else static_cast<T*>(out.raw_data())[r] = p[best];
+                         if (want_index)
+                           static_cast<int64_t*>(out.raw_data())[r] = best;
+                         else
+                           static_cast<T*>(out.raw_data())[r] = p[best];
                        }
                      });
         return;
@@ -111,20 +113,19 @@ void var_mean(const Tensor& in, const Tensor& var, const Tensor& mean, int64_t c
     const T* x = static_cast<const T*>(in.raw_data());
     T* pv = static_cast<T*>(var.raw_data());
     T* pm = static_cast<T*>(mean.raw_data());
-    parallel_for(0, outer, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)),
-                 [&](int64_t b, int64_t e) {
-                   for (int64_t r = b; r < e; ++r) {
-                     const T* p = x + r * n;
-                     Acc m = blocked_sum<Acc>(n, [&](int64_t i) { return cast_to<Acc>(p[i]); }) / Acc(n);
-                     Acc ss = blocked_sum<Acc>(n, [&](int64_t i) {
-                       Acc d = cast_to<Acc>(p[i]) - m;
-                       return d * d;
-                     });
-                     int64_t dof = n - correction;
-                     pm[r] = cast_to<T>(m);
-                     pv[r] = cast_to<T>(dof > 0 ? ss / Acc(dof) : std::numeric_limits<Acc>::quiet_NaN());
-                   }
-                 });
+    parallel_for(0, outer, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const T* p = x + r * n;
+        Acc m = blocked_sum<Acc>(n, [&](int64_t i) { return cast_to<Acc>(p[i]); }) / Acc(n);
+        Acc ss = blocked_sum<Acc>(n, [&](int64_t i) {
+          Acc d = cast_to<Acc>(p[i]) - m;
+          return d * d;
+        });
+        int64_t dof = n - correction;
+        pm[r] = cast_to<T>(m);
+        pv[r] = cast_to<T>(dof > 0 ? ss / Acc(dof) : std::numeric_limits<Acc>::quiet_NaN());
+      }
+    });
   });
 }
 
