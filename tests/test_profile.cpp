@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/profile.h"
+#include "gpu_test.h"
 
 namespace mt = mantissa;
 namespace prof = mantissa::profiler;
@@ -234,4 +235,22 @@ TEST(Profile, PhasesLookThroughATrainStepRange) {
   EXPECT_EQ(phases.count(prof::Phase::Forward), 1u);
   EXPECT_EQ(phases.count(prof::Phase::Data), 1u);
   EXPECT_EQ(phases.count(prof::Phase::Other), 0u);  // the step range itself is not a phase
+}
+
+// The device time of GPU ops comes from CUDA event pairs, resolved at stop() (no sync per op).
+TEST(ProfileGpu, OpsOnAGpuGetDeviceTime) {
+  REQUIRE_GPU();
+  const mt::Device gpu = mt::Device::cuda(0);
+  mt::Tensor a = mt::randn({512, 512}).to(gpu), b = mt::randn({512, 512}).to(gpu);
+  prof::Profile p;
+  mt::Tensor c = mt::matmul(a, b);
+  p.stop();
+  int matmuls = 0;
+  for (const prof::Event& e : p.events())
+    if (e.kind == prof::Kind::Op && e.name == "matmul") {
+      ++matmuls;
+      EXPECT_GT(e.gpu_ms, 0) << "a 512x512 GEMM on the GPU recorded no device time";
+    }
+  EXPECT_EQ(matmuls, 1);
+  EXPECT_EQ(c.device(), gpu);
 }

@@ -42,13 +42,13 @@ tail -n 5 "$out/configure.log"
 
 echo "== build (-j$jobs)"
 start=$(date +%s)
-cmake --build "$build" -j"$jobs" --target test_cuda test_cuda_amp test_cuda_transfer test_cuda_attention test_profiler bench_gpu >"$out/build.log" 2>&1 ||
+cmake --build "$build" -j"$jobs" --target test_cuda test_cuda_amp test_cuda_transfer test_cuda_attention test_profiler test_profile bench_gpu >"$out/build.log" 2>&1 ||
   { tail -n 60 "$out/build.log"; exit 1; }
 echo "built in $(( $(date +%s) - start )) s"
 
 status=0
 tests_line=""
-for t in test_cuda test_cuda_amp test_cuda_transfer test_cuda_attention test_profiler; do
+for t in test_cuda test_cuda_amp test_cuda_transfer test_cuda_attention test_profiler test_profile; do
   echo "== $t"
   rc=0
   "$build/tests/$t" --gtest_brief=1 --gtest_output="xml:$out/$t.xml" || rc=$?
