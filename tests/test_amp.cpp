@@ -240,7 +240,7 @@ TEST(Autocast, IsThreadLocalAndRestores) {
     EXPECT_EQ(mt::matmul(mt::ones({2, 2}), mt::ones({2, 2})).dtype(), mt::kBFloat16);
   }
   EXPECT_FALSE(mt::amp::is_autocast_enabled());
-  EXPECT_THROW(mt::amp::Autocast(mt::kFloat32), mt::Error);
+  EXPECT_THROW((mt::amp::Autocast(mt::kFloat32)), mt::Error);  // parenthesized: clang reads it as a declaration
 }
 
 TEST(DualCopy, WorkingCopyMadeOncePerOptimizerStep) {
