@@ -405,7 +405,8 @@ Tensor checked_index(const char* op, const Tensor& index, int64_t n, const Tenso
   Tensor idx = launch::cast(index, DType::Int64);
   Tensor host = idx.device().is_cpu() ? idx : launch::to_device(idx, Device::cpu());
   const int64_t* p = host.data_ptr<int64_t>();
-  for (int64_t i = 0; i < host.numel(); ++i)
+  const int64_t n_index = host.numel();
+  for (int64_t i = 0; i < n_index; ++i)
     MT_CHECK(p[i] >= 0 && p[i] < n, op, "index ", p[i], " is out of bounds for dimension ", dim, " with size ", n,
              " (input shape ", x.shape_str(), ")");
   return idx;

@@ -67,6 +67,7 @@ struct NnKernels {
   // y = max over each window (padding never wins, NaN propagates); indices: int64 [N, C, OH, OW],
   // the flat position h * W + w of the maximum within its input plane.
   void (*max_pool2d)(const Tensor& x, const Tensor& y, const Tensor& indices, const Pool2dGeometry& g);
+  void (*max_pool2d_backward)(const Tensor& gy, const Tensor& indices, const Tensor& gx, const Pool2dGeometry& g);
   // y = A x (window means), and its adjoint gx = A^T gy (gx overwritten).
   void (*avg_pool2d)(const Tensor& x, const Tensor& y, const Pool2dGeometry& g);
   void (*avg_pool2d_backward)(const Tensor& gy, const Tensor& gx, const Pool2dGeometry& g);

@@ -11,7 +11,13 @@
 
 namespace mantissa {
 
-int64_t TensorImpl::numel() const { return shape_numel(sizes); }
+int64_t TensorImpl::numel() const {
+  // Hot (every kernel launch asks): a plain checked product; shape_numel words the error.
+  int64_t n = 1;
+  for (int64_t v : sizes)
+    if (__builtin_mul_overflow(n, v, &n)) return shape_numel(sizes);
+  return n;
+}
 
 bool TensorImpl::is_contiguous() const {
   // No elements: nothing to lay out (as in PyTorch), and copies take the flat path.

@@ -23,6 +23,7 @@ void channel_sum(const Tensor& x, int64_t N, int64_t C, int64_t S, const Tensor&
 
 // cuda/nn_pool.cu
 void max_pool2d(const Tensor& x, const Tensor& y, const Tensor& indices, const Pool2dGeometry& g);
+void max_pool2d_backward(const Tensor& gy, const Tensor& indices, const Tensor& gx, const Pool2dGeometry& g);
 void avg_pool2d(const Tensor& x, const Tensor& y, const Pool2dGeometry& g);
 void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, const Pool2dGeometry& g);
 void adaptive_avg_pool2d(const Tensor& x, const Tensor& y, const Pool2dGeometry& g);

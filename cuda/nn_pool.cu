@@ -35,6 +35,30 @@ __global__ void max_pool2d_kernel(const T* x, T* y, int64_t* indices, Pool2dGeom
   }
 }
 
+// gy, indices: [N, C, OH, OW]; gx: [N, C, H, W] (overwritten). Each pixel sums gy over the
+// windows whose recorded argmax is this pixel, in (oh, ow) order as the CPU's scatter.
+template <typename T>
+__global__ void max_pool2d_backward_kernel(const T* gy, const int64_t* indices, T* gx, Pool2dGeometry g,
+                                           int64_t total) {
+  using A = acc_t<T>;
+  MT_GRID_LOOP(i, total) {
+    const int64_t w = i % g.W, h = (i / g.W) % g.H, plane = i / (g.W * g.H);
+    const int64_t at = h * g.W + w, out_plane = plane * g.OH * g.OW;
+    // The dilated window spans (K - 1) * D + 1 pixels.
+    const int64_t oh0 = math::window_first_output(h, (g.KH - 1) * g.DH + 1, g.SH, g.PH),
+                  oh1 = math::window_last_output(h, g.SH, g.PH, g.OH);
+    const int64_t ow0 = math::window_first_output(w, (g.KW - 1) * g.DW + 1, g.SW, g.PW),
+                  ow1 = math::window_last_output(w, g.SW, g.PW, g.OW);
+    A s = 0;
+    for (int64_t oh = oh0; oh <= oh1; ++oh)
+      for (int64_t ow = ow0; ow <= ow1; ++ow) {
+        const int64_t o = out_plane + oh * g.OW + ow;
+        if (indices[o] == at) s += cast_to<A>(gy[o]);
+      }
+    gx[i] = cast_to<T>(s);
+  }
+}
+
 // x: [N, C, H, W]; y: [N, C, OH, OW]. y = window sum / divisor (math::avg_window's rules).
 template <typename T>
 __global__ void avg_pool2d_kernel(const T* x, T* y, Pool2dGeometry g, int64_t total) {
@@ -139,6 +163,18 @@ void max_pool2d(const Tensor& x, const Tensor& y, const Tensor& indices, const P
   dispatch_floating(x.dtype(), "max_pool2d", [&]<typename T>() {
     max_pool2d_kernel<T><<<grid_for(total, dev), kBlock, 0, current_stream(dev)>>>(dptr<const T>(x), dptr<T>(y),
                                                                                    dptr<int64_t>(indices), g, total);
+    MT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void max_pool2d_backward(const Tensor& gy, const Tensor& indices, const Tensor& gx, const Pool2dGeometry& g) {
+  const int64_t total = gx.numel();
+  if (total == 0) return;
+  const int dev = gx.device().index;
+  DeviceGuard guard(dev);
+  dispatch_floating(gy.dtype(), "max_pool2d", [&]<typename T>() {
+    max_pool2d_backward_kernel<T><<<grid_for(total, dev), kBlock, 0, current_stream(dev)>>>(
+        dptr<const T>(gy), dptr<const int64_t>(indices), dptr<T>(gx), g, total);
     MT_CUDA_CHECK_LAUNCH();
   });
 }

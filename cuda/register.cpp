@@ -38,6 +38,7 @@ const NnKernels kNnKernels{
     .im2col = cuda::im2col,
     .col2im = cuda::col2im,
     .max_pool2d = cuda::max_pool2d,
+    .max_pool2d_backward = cuda::max_pool2d_backward,
     .avg_pool2d = cuda::avg_pool2d,
     .avg_pool2d_backward = cuda::avg_pool2d_backward,
     .adaptive_avg_pool2d = cuda::adaptive_avg_pool2d,

@@ -1,9 +1,9 @@
 // max_pool2d, avg_pool2d and adaptive_avg_pool2d.
 //
-// max_pool2d's backward scatters the gradient to the recorded argmax positions with the
-// differentiable scatter_add. The average pools are linear maps A: each is recorded as a
-// pair of ops (A and its adjoint A^T) that are each other's backward, so every order of
-// derivative is available.
+// max_pool2d's backward scatters the gradient to the recorded argmax positions (one kernel per
+// device), recorded as an op whose own backward gathers there again. The average pools are linear maps A: each is
+// recorded as a pair of ops (A and its adjoint A^T) that are each other's backward, so every order of derivative is
+// available.
 #include "nn/functional_detail.h"
 
 namespace mantissa::nn {
@@ -58,6 +58,19 @@ Tensor pool_apply(LinearPool kind, const Tensor& x, const Pool2dGeometry& g, boo
   return y;
 }
 
+// gy: [N, C, OH, OW] -> gx: [N, C, H, W], max_pool2d's gradient: gy summed at the argmax
+// positions `idx`. Linear in gy; its backward gathers gx's gradient at the same positions.
+Tensor max_pool_scatter(const Tensor& gy, const Tensor& idx, const Pool2dGeometry& g) {
+  Tensor gx = make_tensor({g.N, g.C, g.H, g.W}, gy.dtype(), gy.device());
+  if (gx.numel()) kernel(gy, "max_pool2d", &NnKernels::max_pool2d_backward)(launch::contiguous(gy), idx, gx, g);
+  if (needs_grad({gy}))
+    record("max_pool2d_backward", {gy}, gx, [idx, g](const Tensor& ggx, auto&) {
+      Tensor picked = gather(ggx.reshape({g.N, g.C, g.H * g.W}), 2, idx.reshape({g.N, g.C, g.OH * g.OW}));
+      return Grads{picked.reshape({g.N, g.C, g.OH, g.OW})};
+    });
+  return gx;
+}
+
 }  // namespace
 
 namespace functional {
@@ -70,11 +83,7 @@ ValuesIndices max_pool2d_with_indices(const Tensor& x0, Size2 kernel_size, const
   Tensor idx = make_tensor({g.N, g.C, g.OH, g.OW}, DType::Int64, x.device());
   if (y.numel()) kernel(x, "max_pool2d", &NnKernels::max_pool2d)(launch::contiguous(x), y, idx, g);
   if (needs_grad({x})) {
-    record("max_pool2d", {x}, y, [idx, g](const Tensor& gy, auto&) {
-      Tensor plane_idx = idx.reshape({g.N, g.C, g.OH * g.OW});
-      Tensor gx = zeros({g.N, g.C, g.H * g.W}, {.dtype = gy.dtype(), .device = gy.device()});
-      return Grads{scatter_add(gx, 2, plane_idx, gy.reshape({g.N, g.C, g.OH * g.OW})).reshape({g.N, g.C, g.H, g.W})};
-    });
+    record("max_pool2d", {x}, y, [idx, g](const Tensor& gy, auto&) { return Grads{max_pool_scatter(gy, idx, g)}; });
   }
   if (unbatched) return {y.squeeze(0), idx.squeeze(0)};
   return {y, idx};

@@ -189,7 +189,14 @@ void fill(const Tensor& dst, const Scalar& value) {
       v = cast_to<T>(value.to_int("fill"));
     T* y = ptr<T>(dst);
     if (dst.is_contiguous()) {
-      parallel_for(0, dst.numel(), kParallelGrain, [&](int64_t b, int64_t e) { std::fill(y + b, y + e, v); });
+      parallel_for(0, dst.numel(), kParallelGrain, [&](int64_t b, int64_t e) {
+        // Half and BFloat16 as their bits: std::fill over Eigen's 16-bit float structs is a
+        // scalar store loop, 8x slower than the fp32 fill.
+        if constexpr (sizeof(T) == 2 && !std::is_integral_v<T>)
+          std::fill(reinterpret_cast<uint16_t*>(y + b), reinterpret_cast<uint16_t*>(y + e), std::bit_cast<uint16_t>(v));
+        else
+          std::fill(y + b, y + e, v);
+      });
       return;
     }
     for_each_row<1>(dst.sizes(), {dst.strides()}, [&](auto off, int64_t n, auto st) {

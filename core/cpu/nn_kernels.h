@@ -11,6 +11,7 @@ void im2col(const Tensor& x, const Tensor& cols, const Conv2dGeometry& g);
 void col2im(const Tensor& cols, const Tensor& x, const Conv2dGeometry& g);
 // core/cpu/nn_pool.cpp
 void max_pool2d(const Tensor& x, const Tensor& y, const Tensor& indices, const Pool2dGeometry& g);
+void max_pool2d_backward(const Tensor& gy, const Tensor& indices, const Tensor& gx, const Pool2dGeometry& g);
 void avg_pool2d(const Tensor& x, const Tensor& y, const Pool2dGeometry& g);
 void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, const Pool2dGeometry& g);
 void adaptive_avg_pool2d(const Tensor& x, const Tensor& y, const Pool2dGeometry& g);
