@@ -17,14 +17,26 @@ namespace {
 template <typename T, typename W, int N, typename Body>
 void step_loop(int64_t n, T* w, const T* g, std::array<T*, 3> s, W* wc, T inv_scale, const Body& body) {
   parallel_for(0, n, kParallelGrain, [&](int64_t b, int64_t e) {
+    // Locals, not the captured references: read through the closure inside the loop, the
+    // functor's flags could alias the stores and GCC 12 kept the loop scalar. No `omp simd`
+    // either: it turns the locals passed by reference into per-lane arrays it cannot vectorize.
+    const Body f = body;
+    T* const wp = w;
+    const T* const gp = g;
+    const std::array<T*, 3> sp = s;
+    W* const wcp = wc;
+    const T inv = inv_scale;
     for (int64_t i = b; i < e; ++i) {
-      T wi = w[i];
+      T wi = wp[i];
       std::array<T, 3> si{};
-      for (int k = 0; k < N; ++k) si[k] = s[k][i];
-      body(wi, g[i] * inv_scale, si);
-      w[i] = wi;
-      for (int k = 0; k < N; ++k) s[k][i] = si[k];
-      if constexpr (!std::is_void_v<W>) wc[i] = cast_to<W>(wi);
+      for (int k = 0; k < N; ++k) si[k] = sp[k][i];
+      f(wi, gp[i] * inv, si);
+      wp[i] = wi;
+      for (int k = 0; k < N; ++k) sp[k][i] = si[k];
+      if constexpr (std::is_same_v<T, float> && !std::is_void_v<W>)
+        store_float(wcp, i, wi);  // bf16 through its bits, so the loop vectorizes
+      else if constexpr (!std::is_void_v<W>)
+        wcp[i] = cast_to<W>(wi);
     }
   });
 }
@@ -50,10 +62,10 @@ void step_all(const FusedStepArgs& a, T inv_scale) {
     const int64_t t = count + 1;
     if (h.kind == math::OptimizerKind::Adam) {
       const math::AdamUpdateT<T> f = math::adam_update_for<T>(h, t);
-      step_tensor<T, N>(p, inv_scale, [&f](T& w, T g, std::array<T, 3>& s) { f(w, g, s[0], s[1], s[2]); });
+      step_tensor<T, N>(p, inv_scale, [f](T& w, T g, std::array<T, 3>& s) { f(w, g, s[0], s[1], s[2]); });
     } else {
       const math::SgdUpdateT<T> f = math::sgd_update_for<T>(h, t == p.first_at_step);
-      step_tensor<T, N>(p, inv_scale, [&f](T& w, T g, std::array<T, 3>& s) { f(w, g, s[0]); });
+      step_tensor<T, N>(p, inv_scale, [f](T& w, T g, std::array<T, 3>& s) { f(w, g, s[0]); });
     }
     count = t;
   }

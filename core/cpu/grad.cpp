@@ -5,6 +5,25 @@
 
 namespace mantissa::cpu {
 
+namespace {
+// Element i as the accumulation type and back; float goes through load_float/store_float so
+// that bf16 loops vectorize.
+template <typename Acc, typename T>
+Acc load_acc(const T* p, int64_t i) {
+  if constexpr (std::is_same_v<Acc, float>)
+    return load_float(p, i);
+  else
+    return cast_to<Acc>(p[i]);
+}
+template <typename T, typename Acc>
+void store_acc(T* p, int64_t i, Acc v) {
+  if constexpr (std::is_same_v<Acc, float>)
+    store_float(p, i, v);
+  else
+    p[i] = cast_to<T>(v);
+}
+}  // namespace
+
 void accumulate_grad(const Tensor& src, const Tensor& dst, bool init, const Tensor& found_inf) {
   dispatch_floating(src.dtype(), "accumulate_grad", [&]<typename S>() {
     dispatch_floating(dst.dtype(), "accumulate_grad", [&]<typename D>() {
@@ -16,12 +35,19 @@ void accumulate_grad(const Tensor& src, const Tensor& dst, bool init, const Tens
       bool bad = false;
       // Each thread keeps its own flag; they are OR-ed once at the end.
       for_each_row<2>(dst.sizes(), {dst.strides(), st}, [&](auto off, int64_t n, auto s) {
-        bool local = false;
+        int local = 0;
         D* yo = y + off[0];
         const S* xo = x + off[1];
-        for (int64_t i = 0; i < n; ++i) {
-          Acc acc = init ? Acc(0) : cast_to<Acc>(yo[i * s[0]]);
-          yo[i * s[0]] = cast_to<D>(op(acc, cast_to<Acc>(xo[i * s[1]]), local));
+        if (s[0] == 1 && s[1] == 1) {  // the usual case, as its own loop so that it vectorizes
+          for (int64_t i = 0; i < n; ++i) {
+            const Acc acc = init ? Acc(0) : load_acc<Acc>(yo, i);
+            store_acc(yo, i, op(acc, load_acc<Acc>(xo, i), local));
+          }
+        } else {
+          for (int64_t i = 0; i < n; ++i) {
+            Acc acc = init ? Acc(0) : cast_to<Acc>(yo[i * s[0]]);
+            yo[i * s[0]] = cast_to<D>(op(acc, cast_to<Acc>(xo[i * s[1]]), local));
+          }
         }
         if (local) {
 #pragma omp atomic write
