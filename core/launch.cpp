@@ -92,9 +92,48 @@ Tensor move_dims_last(const Tensor& x, const std::vector<int64_t>& dims, Shape& 
   return make_view(moved, {outer, n}, {n, 1}, moved.offset());
 }
 
+namespace {
+
+// The stride that walks `sizes` (strides `st`) as one flat index, or 0 when they do not
+// collapse to one stride. Size-1 dims are skipped; no dims at all walk with stride 1.
+int64_t collapsed_stride(const Shape& sizes, const Shape& st) {
+  int64_t inner = 0, span = 1;
+  for (int64_t d = int64_t(sizes.size()) - 1; d >= 0; --d) {
+    if (sizes[size_t(d)] == 1) continue;
+    if (inner == 0)
+      inner = st[size_t(d)];
+    else if (st[size_t(d)] != inner * span)
+      return 0;
+    span *= sizes[size_t(d)];
+  }
+  return inner == 0 ? 1 : inner;
+}
+
+// A CPU float sum over the leading dims of a contiguous tensor (a bias gradient, the
+// backward of a broadcast add): the [outer, n] view with unit-stride columns, no copy (the
+// CPU kernel sums columns in place; the transposing copy cost as much as the GEMMs around it).
+// An undefined tensor when the layout or the op is not that case.
+Tensor column_view(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims) {
+  if (op != ReduceOp::Sum || !x.device().is_cpu() || !is_floating(x.dtype()) || dims.empty()) return Tensor();
+  Shape kept_sizes, kept_st, red_sizes, red_st;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    const bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
+    (reduced ? red_sizes : kept_sizes).push_back(x.size(d));
+    (reduced ? red_st : kept_st).push_back(x.stride(d));
+  }
+  const int64_t outer = shape_numel(kept_sizes), n = shape_numel(red_sizes);
+  if (outer < 2 || n < 2 || collapsed_stride(kept_sizes, kept_st) != 1) return Tensor();
+  const int64_t row_stride = collapsed_stride(red_sizes, red_st);
+  if (row_stride < outer) return Tensor();
+  return make_view(x, {outer, n}, {1, row_stride}, x.offset());
+}
+
+}  // namespace
+
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType out_dtype) {
   Shape kept;
-  Tensor rows = move_dims_last(x, dims, kept);
+  Tensor columns = column_view(op, x, dims);
+  Tensor rows = columns.defined() ? columns : move_dims_last(x, dims, kept);
   if (rows.size(1) == 0) {
     MT_CHECK(op == ReduceOp::Sum || op == ReduceOp::Prod, op_name(op), "cannot reduce over an empty dimension of ",
              x.shape_str(), " (max/min/argmax have no identity)");

@@ -188,26 +188,51 @@ TEST(Bf16Elementwise, BlockedLoopsRoundOnce) {
   EXPECT_EQ(af.to(mt::kBFloat16).to_vector<float>(), a.to_vector<float>());
 }
 
-// The 2x2 / stride 2 max pool's masked loop (fp32 and bf16) picks the value and index the
+// The 2x2 / stride 2 max pool's vector loop (fp32 and bf16) picks the value and index the
 // general loop (float64 here) picks: first of equal values, NaN propagating, -inf windows.
-TEST(MaxPool2x2, MaskedLoopMatchesTheGeneralLoop) {
+// Widths 9 (a padded tail chunk only) and 37 (two full 8-wide chunks, a tail, an odd column).
+TEST(MaxPool2x2, VectorLoopMatchesTheGeneralLoop) {
   mt::manual_seed(13);
-  std::vector<float> v = mt::randn({2 * 3 * 8 * 9}).to(mt::kBFloat16).to_vector<float>();
-  const float inf = std::numeric_limits<float>::infinity();
-  for (size_t i = 0; i < v.size(); i += 7) v[i] = v[i + 1];  // ties inside windows
-  v[20] = std::nanf("");
-  v[50] = v[51] = std::nanf("");
-  v[0] = v[1] = v[9] = v[10] = -inf;  // a whole window of -inf
-  for (mt::DType dt : {mt::kFloat32, mt::kBFloat16}) {
-    const Tensor x = mt::from_vector(v, {2, 3, 8, 9}, {.dtype = dt});
-    const auto got = F::max_pool2d_with_indices(x, 2);
-    const auto want = F::max_pool2d_with_indices(x.to(mt::kFloat64), 2);
-    EXPECT_EQ(got.indices.to_vector<int64_t>(), want.indices.to_vector<int64_t>()) << mt::dtype_name(dt);
-    const auto g = got.values.to_vector<double>(), w = want.values.to_vector<double>();
-    ASSERT_EQ(g.size(), w.size());
-    for (size_t i = 0; i < g.size(); ++i)
-      EXPECT_TRUE(g[i] == w[i] || (std::isnan(g[i]) && std::isnan(w[i]))) << mt::dtype_name(dt) << " " << i;
+  for (int64_t W : {9, 37}) {
+    std::vector<float> v = mt::randn({2 * 3 * 8 * W}).to(mt::kBFloat16).to_vector<float>();
+    const float inf = std::numeric_limits<float>::infinity();
+    for (size_t i = 0; i < v.size(); i += 7) v[i] = v[i + 1];  // ties inside windows
+    v[20] = std::nanf("");
+    v[50] = v[51] = std::nanf("");
+    v[0] = v[1] = v[size_t(W)] = v[size_t(W) + 1] = -inf;  // a whole window of -inf
+    for (mt::DType dt : {mt::kFloat32, mt::kBFloat16}) {
+      const Tensor x = mt::from_vector(v, {2, 3, 8, W}, {.dtype = dt});
+      const auto got = F::max_pool2d_with_indices(x, 2);
+      const auto want = F::max_pool2d_with_indices(x.to(mt::kFloat64), 2);
+      EXPECT_EQ(got.indices.to_vector<int64_t>(), want.indices.to_vector<int64_t>()) << mt::dtype_name(dt) << W;
+      const auto g = got.values.to_vector<double>(), w = want.values.to_vector<double>();
+      ASSERT_EQ(g.size(), w.size());
+      for (size_t i = 0; i < g.size(); ++i)
+        EXPECT_TRUE(g[i] == w[i] || (std::isnan(g[i]) && std::isnan(w[i]))) << mt::dtype_name(dt) << " " << i;
+    }
   }
+}
+
+// max_pool2d's backward kernel: disjoint windows write each picked position once, overlapping
+// ones (3x3, stride 1) sum several gradients there, in float for bf16. Against float64.
+TEST(MaxPool2x2, BackwardMatchesFloat64) {
+  mt::manual_seed(14);
+  const Tensor x0 = mt::randn({2, 3, 9, 11}).to(mt::kBFloat16).to(mt::kFloat64);
+  for (bool overlap : {false, true})
+    for (mt::DType dt : {mt::kFloat32, mt::kBFloat16}) {
+      auto pool = [&](const Tensor& x) {
+        return overlap ? F::max_pool2d(x, 3, {.stride = 1, .padding = 1}) : F::max_pool2d(x, 2);
+      };
+      Tensor x = x0.to(dt), xd = x0.clone();
+      x.requires_grad_();
+      xd.requires_grad_();
+      const Tensor gy = mt::randn(pool(x0).sizes()).to(mt::kBFloat16).to(mt::kFloat64);
+      pool(x).backward(gy.to(dt));
+      pool(xd).backward(gy);
+      const double tol = dt == mt::kBFloat16 ? 0.05 : 1e-5;  // bf16: one rounding of a sum of <= 9 terms
+      EXPECT_LT((x.grad().to(mt::kFloat64) - xd.grad()).abs().max().item<double>(), tol)
+          << mt::dtype_name(dt) << (overlap ? " overlapping" : " disjoint");
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, OneDnnDtype, testing::Values(mt::kFloat32, mt::kBFloat16),

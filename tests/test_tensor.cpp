@@ -533,3 +533,26 @@ TEST(TensorPrint, ScientificAndNonFinite) {
   EXPECT_EQ(str(mt::from_vector<float>({1.5, -INFINITY})), "tensor([1.5000,   -inf])");
   EXPECT_EQ(str(mt::from_vector<int64_t>({int64_t(1) << 60, 1})), "tensor([1152921504606846976,                   1])");
 }
+
+// A sum over the leading dims of a contiguous tensor (bias gradients) reads the columns in
+// place on the CPU; it must match the sum of the transposed copy, which reduces rows. Sizes
+// cross the kernel's 256-column and 256-row blocks; a permuted input takes the copying path.
+TEST(Reduce, SumOverLeadingDimsMatchesRowSums) {
+  mt::manual_seed(11);
+  for (mt::DType t : {mt::kFloat64, mt::kFloat32, mt::kBFloat16}) {
+    const mt::Tensor x = mt::randn({3, 300, 260}).to(t);
+    const mt::Tensor want = x.permute({2, 0, 1}).contiguous().sum({1, 2}).to(mt::kFloat64);
+    const double tol = t == mt::kBFloat16 ? 0.25 : 1e-4;  // bf16 output rounding of sums near 30
+    const mt::Tensor got = x.sum({0, 1}).to(mt::kFloat64);
+    ASSERT_EQ(got.sizes(), (mt::Shape{260}));
+    EXPECT_LT((got - want).abs().max().item<double>(), tol) << mt::dtype_name(t);
+    const mt::Tensor got_keep = x.sum({0}, true).to(mt::kFloat64);
+    const mt::Tensor want_keep = x.permute({1, 2, 0}).contiguous().sum({2}).unsqueeze(0).to(mt::kFloat64);
+    EXPECT_LT((got_keep - want_keep).abs().max().item<double>(), tol) << mt::dtype_name(t);
+    const mt::Tensor xt = x.transpose(1, 2);  // kept dims no longer unit stride: the row path
+    EXPECT_LT((xt.sum({0, 2}).to(mt::kFloat64) - want).abs().max().item<double>(), tol) << mt::dtype_name(t);
+  }
+  // Exact on integers-valued floats, in any order of summation.
+  const mt::Tensor ones = mt::ones({1000, 7});
+  EXPECT_EQ(ones.sum({0}).to_vector<float>(), std::vector<float>(7, 1000.0f));
+}

@@ -16,6 +16,7 @@
 
 #include "core/cpu/loops.h"
 #include "core/cpu/nn_kernels.h"
+#include "core/nn_math.h"
 #include "core/philox.h"
 
 namespace mantissa::cpu {
@@ -38,7 +39,7 @@ ConstMap<A> widened(const T* p, int64_t rows, int64_t cols, std::vector<A>& buf)
     return ConstMap<A>(p, rows, cols);
   } else {
     buf.resize(size_t(rows * cols));
-    for (int64_t i = 0; i < rows * cols; ++i) buf[size_t(i)] = cast_to<A>(p[i]);
+    for (int64_t i = 0; i < rows * cols; ++i) buf[size_t(i)] = load_acc<A>(p, i);
     return ConstMap<A>(buf.data(), rows, cols);
   }
 }
@@ -72,10 +73,13 @@ struct Problem {
         row_lse = known_lse[r];
       } else {
         A mx = kNegInf;
+#pragma omp simd reduction(max : mx)
         for (int64_t j = 0; j < nk; ++j) mx = std::max(mx, s[j]);
         A sum = 0;
-        if (mx != kNegInf)
-          for (int64_t j = 0; j < nk; ++j) sum += std::exp(s[j] - mx);
+        if (mx != kNegInf) {
+#pragma omp simd reduction(+ : sum)
+          for (int64_t j = 0; j < nk; ++j) sum += math::exp_acc(s[j] - mx);
+        }
         row_lse = mx == kNegInf ? kNegInf : mx + std::log(sum);
         new_lse[r] = row_lse;
       }
@@ -84,7 +88,7 @@ struct Problem {
         continue;
       }
 #pragma omp simd
-      for (int64_t j = 0; j < nk; ++j) s[j] = std::exp(s[j] - row_lse);
+      for (int64_t j = 0; j < nk; ++j) s[j] = math::exp_acc(s[j] - row_lse);
     }
   }
 
@@ -152,7 +156,7 @@ void forward_typed(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
       else
         Ot.setZero();
       T* o = O + (p * L + i0) * Ev;
-      for (int64_t i = 0; i < rows * Ev; ++i) o[i] = cast_to<T>(obuf[size_t(i)]);
+      for (int64_t i = 0; i < rows * Ev; ++i) store_acc(o, i, obuf[size_t(i)]);
     }
   }
 }
@@ -214,23 +218,27 @@ void backward_typed(const Tensor& gout, const Tensor& q, const Tensor& k, const 
         }
         // dS = P * (dP - rowsum(P * dP)): the softmax backward, in place in dP.
         for (int64_t r = 0; r < rows; ++r) {
+          const A* pr = &P(r, 0);
+          A* dpr = &dP(r, 0);
           A d = 0;
-          for (int64_t j = 0; j < nk; ++j) d += P(r, j) * dP(r, j);
-          for (int64_t j = 0; j < nk; ++j) dP(r, j) = P(r, j) * (dP(r, j) - d);
+#pragma omp simd reduction(+ : d)
+          for (int64_t j = 0; j < nk; ++j) d += pr[j] * dpr[j];
+#pragma omp simd
+          for (int64_t j = 0; j < nk; ++j) dpr[j] = pr[j] * (dpr[j] - d);
         }
         if (GQ) {
           dqbuf.resize(size_t(rows * E));
           Map<A> dQ(dqbuf.data(), rows, E);
           dQ.noalias() = A(g.scale) * (dP * Km.topRows(nk));
           T* o = GQ + (p * L + i0) * E;
-          for (int64_t i = 0; i < rows * E; ++i) o[i] = cast_to<T>(dqbuf[size_t(i)]);
+          for (int64_t i = 0; i < rows * E; ++i) store_acc(o, i, dqbuf[size_t(i)]);
         }
         if (GK) dK.topRows(nk).noalias() += A(g.scale) * (dP.transpose() * Qt);
       }
       if (GK)
-        for (int64_t i = 0; i < S * E; ++i) GK[p * S * E + i] = cast_to<T>(dk[size_t(i)]);
+        for (int64_t i = 0; i < S * E; ++i) store_acc(GK + p * S * E, i, dk[size_t(i)]);
       if (GV)
-        for (int64_t i = 0; i < S * Ev; ++i) GV[p * S * Ev + i] = cast_to<T>(dv[size_t(i)]);
+        for (int64_t i = 0; i < S * Ev; ++i) store_acc(GV + p * S * Ev, i, dv[size_t(i)]);
     }
   }
 }

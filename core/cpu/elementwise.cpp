@@ -162,19 +162,48 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
   });
 }
 
+// A copy between two layouts of one dtype (a transpose made contiguous): rows whose inner
+// strides are both 1 are memcpy'd, other rows copy the elements as unsigned integers of their
+// size (as Eigen's bf16 struct the strided loop stayed scalar).
+template <typename U>
+void copy_bits(const Tensor& src, const Tensor& dst) {
+  const U* x = ptr<U>(src);
+  U* y = ptr<U>(dst);
+  const Shape src_st = broadcast_strides(src.sizes(), src.strides(), dst.sizes());
+  for_each_row<2>(dst.sizes(), {dst.strides(), src_st}, [&](auto off, int64_t n, auto st) {
+    U* yo = y + off[0];
+    const U* xo = x + off[1];
+    if (st[0] == 1 && st[1] == 1) {
+      std::memcpy(yo, xo, size_t(n) * sizeof(U));
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) yo[i * st[0]] = xo[i * st[1]];
+  });
+}
+
 }  // namespace
 
 void copy(const Tensor& src, const Tensor& dst) {
+  if (src.dtype() == dst.dtype()) {
+    if (same_layout_contiguous(src, dst)) {
+      std::memcpy(dst.raw_data(), src.raw_data(), dst.nbytes());
+      return;
+    }
+    switch (element_size(dst.dtype())) {
+      case 1:
+        return copy_bits<uint8_t>(src, dst);
+      case 2:
+        return copy_bits<uint16_t>(src, dst);
+      case 4:
+        return copy_bits<uint32_t>(src, dst);
+      case 8:
+        return copy_bits<uint64_t>(src, dst);
+      default:
+        break;
+    }
+  }
   dispatch_all(src.dtype(), [&]<typename In>() {
-    dispatch_all(dst.dtype(), [&]<typename Out>() {
-      if constexpr (std::is_same_v<In, Out>) {
-        if (same_layout_contiguous(src, dst)) {
-          std::memcpy(dst.raw_data(), src.raw_data(), dst.nbytes());
-          return;
-        }
-      }
-      unary_loop<In, Out, In>(src, dst, [](In v) { return v; });
-    });
+    dispatch_all(dst.dtype(), [&]<typename Out>() { unary_loop<In, Out, In>(src, dst, [](In v) { return v; }); });
   });
 }
 

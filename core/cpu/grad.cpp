@@ -5,25 +5,6 @@
 
 namespace mantissa::cpu {
 
-namespace {
-// Element i as the accumulation type and back; float goes through load_float/store_float so
-// that bf16 loops vectorize.
-template <typename Acc, typename T>
-Acc load_acc(const T* p, int64_t i) {
-  if constexpr (std::is_same_v<Acc, float>)
-    return load_float(p, i);
-  else
-    return cast_to<Acc>(p[i]);
-}
-template <typename T, typename Acc>
-void store_acc(T* p, int64_t i, Acc v) {
-  if constexpr (std::is_same_v<Acc, float>)
-    store_float(p, i, v);
-  else
-    p[i] = cast_to<T>(v);
-}
-}  // namespace
-
 void accumulate_grad(const Tensor& src, const Tensor& dst, bool init, const Tensor& found_inf) {
   dispatch_floating(src.dtype(), "accumulate_grad", [&]<typename S>() {
     dispatch_floating(dst.dtype(), "accumulate_grad", [&]<typename D>() {

@@ -79,6 +79,22 @@ inline void store_float(T* p, int64_t i, float v) {
     p[i] = cast_to<T>(v);
 }
 
+// Element i of p as the accumulation type Acc and back (float through load_float/store_float).
+template <typename Acc, typename T>
+inline Acc load_acc(const T* p, int64_t i) {
+  if constexpr (std::is_same_v<Acc, float>)
+    return load_float(p, i);
+  else
+    return cast_to<Acc>(p[i]);
+}
+template <typename T, typename Acc>
+inline void store_acc(T* p, int64_t i, Acc v) {
+  if constexpr (std::is_same_v<Acc, float>)
+    store_float(p, i, v);
+  else
+    p[i] = cast_to<T>(v);
+}
+
 // Calls f.template operator()<T>() with T the C++ type of `t`.
 template <typename F>
 void dispatch_all(DType t, F&& f) {

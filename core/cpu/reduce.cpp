@@ -1,4 +1,5 @@
-// CPU reductions over the last axis of a contiguous [outer, n] view, and softmax rows.
+// CPU reductions over the last axis of a contiguous [outer, n] view (sums also over the
+// columns of a view with unit-stride columns), and softmax rows.
 // Reduced floats accumulate in fp32, fp64 in fp64.
 #include <cmath>
 #include <limits>
@@ -27,9 +28,42 @@ Acc blocked_sum(int64_t n, Load load) {
   return Acc(total);
 }
 
+// in: [outer, n] with unit-stride columns (stride {1, ld}); y[c] = sum_i in[c, i]. Threads
+// take blocks of columns and add whole rows of a block at a time (vectorized across the
+// columns), in chunks of rows whose fp32 partial sums are added in double, as blocked_sum.
+template <typename T, typename Acc>
+void column_sum(const T* x, int64_t outer, int64_t n, int64_t ld, T* y) {
+  constexpr int64_t kCols = 256, kRows = 256;
+  parallel_for(0, (outer + kCols - 1) / kCols, std::max<int64_t>(1, kParallelGrain / (kCols * n)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t blk = b; blk < e; ++blk) {
+                   const int64_t c0 = blk * kCols, nc = std::min(kCols, outer - c0);
+                   double total[kCols] = {};
+                   Acc part[kCols];
+                   for (int64_t r0 = 0; r0 < n; r0 += kRows) {
+                     std::fill(part, part + nc, Acc(0));
+                     for (int64_t r = r0; r < std::min(n, r0 + kRows); ++r) {
+                       const T* row = x + r * ld + c0;
+#pragma omp simd
+                       for (int64_t c = 0; c < nc; ++c) part[c] += load_acc<Acc>(row, c);
+                     }
+                     for (int64_t c = 0; c < nc; ++c) total[c] += double(part[c]);
+                   }
+                   for (int64_t c = 0; c < nc; ++c) store_acc(y + c0, c, Acc(total[c]));
+                 }
+               });
+}
+
 }  // namespace
 
 void reduce(ReduceOp op, const Tensor& in, const Tensor& out) {
+  if (in.dim() == 2 && in.stride(1) != 1 && in.stride(0) == 1) {  // columns (launch::reduce's column view)
+    MT_CHECK(op == ReduceOp::Sum && is_floating(in.dtype()), "reduce", "a strided [outer, n] input is summed only");
+    dispatch_floating(in.dtype(), "sum", [&]<typename T>() {
+      column_sum<T, acc_t<T>>(in.data_ptr<T>(), in.size(0), in.size(1), in.stride(1), out.data_ptr<T>());
+    });
+    return;
+  }
   const int64_t n = in.dim() ? in.size(-1) : 1;
   const int64_t outer = n ? in.numel() / n : out.numel();
   dispatch_all(in.dtype(), [&]<typename T>() {
@@ -49,7 +83,7 @@ void reduce(ReduceOp op, const Tensor& in, const Tensor& out) {
 #pragma omp parallel for
           for (int64_t c = 0; c < nchunks; ++c) {
             int64_t s = c * chunk, e = std::min(n, s + chunk);
-            parts[c] = double(blocked_sum<Acc>(e - s, [&](int64_t i) { return cast_to<Acc>(x[s + i]); }));
+            parts[c] = double(blocked_sum<Acc>(e - s, [&](int64_t i) { return load_acc<Acc>(x, s + i); }));
           }
           double total = 0;
           for (double p : parts) total += p;
@@ -60,7 +94,7 @@ void reduce(ReduceOp op, const Tensor& in, const Tensor& out) {
                      [&](int64_t b, int64_t e) {
                        for (int64_t r = b; r < e; ++r) {
                          const T* p = row(r);
-                         y[r] = cast_to<Out>(blocked_sum<Acc>(n, [&](int64_t i) { return cast_to<Acc>(p[i]); }));
+                         y[r] = cast_to<Out>(blocked_sum<Acc>(n, [&](int64_t i) { return load_acc<Acc>(p, i); }));
                        }
                      });
         return;
