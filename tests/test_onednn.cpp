@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <vector>
 
 #include "core/cpu/loops.h"
 #include "core/cpu/onednn.h"
@@ -175,6 +176,37 @@ TEST(Bf16Rounding, MatchesEigenBitForBit) {
   for (uint32_t u : {0x00000000u, 0x80000000u, 0x3F808000u, 0x3F818000u, 0x3F80FFFFu, 0x7F7FFFFFu, 0x7F800000u,
                      0xFF800000u, 0x7F800001u, 0xFFC00001u, 0x00000001u, 0x807FFFFFu, 0x4B7F8000u})
     check(u);
+}
+
+// The vector fp16 conversions (core/cpu/loops.h) give Eigen's values: every fp16 bit pattern
+// widens exactly, and floats round to nearest even (ties, subnormals, overflow to inf), in
+// lengths that use the vector body and the scalar tail. NaN stays NaN (payloads may differ).
+TEST(Fp16Conversion, MatchesEigen) {
+  std::vector<mt::Half> halves(65536);
+  for (uint32_t u = 0; u < 65536; ++u) halves[u] = std::bit_cast<mt::Half>(uint16_t(u));
+  std::vector<float> widened(halves.size());
+  mt::cpu::half_to_float(halves.data(), widened.data(), int64_t(halves.size()) - 3);
+  for (uint32_t u = 0; u + 3 < 65536; ++u) {
+    const float want = static_cast<float>(halves[u]);
+    if (std::isnan(want))
+      ASSERT_TRUE(std::isnan(widened[u])) << u;
+    else
+      ASSERT_EQ(std::bit_cast<uint32_t>(widened[u]), std::bit_cast<uint32_t>(want)) << std::hex << u;
+  }
+  std::vector<float> floats;
+  for (uint64_t u = 0; u <= 0xFFFFFFFFu; u += 65519) floats.push_back(std::bit_cast<float>(uint32_t(u)));
+  for (float f : {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, 1e-8f, 2.98e-8f, 5.96e-8f, 1.0009765625f, 1.00048828125f,
+                  1.00146484375f, std::numeric_limits<float>::infinity()})
+    floats.push_back(f);
+  std::vector<mt::Half> rounded(floats.size());
+  mt::cpu::float_to_half(floats.data(), rounded.data(), int64_t(floats.size()));
+  for (size_t i = 0; i < floats.size(); ++i) {
+    const mt::Half want(floats[i]);
+    if (std::isnan(floats[i]))
+      ASSERT_TRUE(std::isnan(static_cast<float>(rounded[i]))) << floats[i];
+    else
+      ASSERT_EQ(std::bit_cast<uint16_t>(rounded[i]), std::bit_cast<uint16_t>(want)) << floats[i];
+  }
 }
 
 // bf16 elementwise ops (blocked fp32 loops) equal the fp32 op rounded once to bf16.

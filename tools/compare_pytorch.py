@@ -1,16 +1,18 @@
 #!/usr/bin/python3
 """Times the same training steps in PyTorch and in Mantissa, alternating, in one run.
 
-Models (as examples/mnist/models.h), each one step = forward + cross-entropy + backward + SGD
-(lr 0.01, momentum 0.9) on fixed random data:
-  mlp  784-256-128-10 with ReLU, batch 128
-  cnn  conv32-pool-conv64-pool-fc128-fc10 (3x3, padding 1, ReLU, 2x2 max pool), batch 64
+Models, each one step = forward + cross-entropy + backward + optimizer step on fixed random data:
+  mlp  784-256-128-10 with ReLU, batch 128, SGD (lr 0.01, momentum 0.9)   (examples/mnist/models.h)
+  cnn  conv32-pool-conv64-pool-fc128-fc10 (3x3, padding 1, ReLU, 2x2 max pool), batch 64, SGD as mlp
+  gpt  the transformer example's default GPT (4 layers, 4 heads, d_model 128, context 128, batch 16,
+       vocabulary 96; tools/torch_gpt.py in PyTorch), AdamW (lr 1e-3, betas 0.9/0.99, weight decay 0.1
+       on matrices), gradient clipping at norm 1    (bench/bench_gpt_step.cpp in Mantissa)
 in fp32 and under bf16 autocast (Mantissa also fp16 autocast with a GradScaler; PyTorch 1.13
 has no fp16 autocast on the CPU). Rounds alternate PyTorch then Mantissa, each in a fresh
 process with the same thread count; the table shows medians over rounds and the ratio
 Mantissa / PyTorch (below 1: Mantissa is faster).
 
-  tools/compare-pytorch.sh [--threads 2] [--rounds 3]       (builds bench_train_step first)
+  tools/compare-pytorch.sh [--threads 2] [--rounds 3]       (builds the bench programs first)
   /usr/bin/python3 tools/compare_pytorch.py --bench build/bench/bench_train_step
 """
 import argparse
@@ -22,7 +24,7 @@ import sys
 import tempfile
 import time
 
-MODELS = {"mlp": 128, "cnn": 64}
+MODELS = {"mlp": 128, "cnn": 64, "gpt": 16}
 
 
 def torch_worker(args):
@@ -53,21 +55,46 @@ def torch_worker(args):
             x = F.max_pool2d(F.relu(self.conv2(x)), 2)
             return self.fc2(F.relu(self.fc1(x.flatten(1))))
 
+    def gpt_step(prec):
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from torch_gpt import GPT
+        vocab, context = 96, 128
+        net = GPT(vocab, context, 4, 4, 128)
+        decay = [p for p in net.parameters() if p.dim() >= 2]
+        rest = [p for p in net.parameters() if p.dim() < 2]
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+                                lr=1e-3, betas=(0.9, 0.99))
+        x, y = torch.randint(0, vocab, (MODELS["gpt"], context)), torch.randint(0, vocab, (MODELS["gpt"], context))
+
+        def step():
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=prec == "bf16"):
+                logits = net(x)
+            loss = F.cross_entropy(logits.float().reshape(-1, vocab), y.reshape(-1))
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+            opt.step()
+            return loss.item()
+        return step
+
     out = {}
     for model in args.models:
         for prec in ("fp32", "bf16"):
-            net = (Mlp if model == "mlp" else Cnn)()
-            opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-            batch = MODELS[model]
-            x, y = torch.randn(batch, 1, 28, 28), torch.randint(0, 10, (batch,))
+            if model == "gpt":
+                step = gpt_step(prec)
+            else:
+                net = (Mlp if model == "mlp" else Cnn)()
+                opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+                batch = MODELS[model]
+                x, y = torch.randn(batch, 1, 28, 28), torch.randint(0, 10, (batch,))
 
-            def step():
-                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=prec == "bf16"):
-                    loss = F.cross_entropy(net(x), y)
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                return loss.item()
+                def step(net=net, opt=opt, x=x, y=y, prec=prec):
+                    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=prec == "bf16"):
+                        loss = F.cross_entropy(net(x), y)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    return loss.item()
 
             for _ in range(5):
                 step()
@@ -94,15 +121,23 @@ def run_torch(args):
 
 
 def run_mantissa(args):
-    names = "|".join(args.models)
-    with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        subprocess.run([args.bench, f"--benchmark_filter=^({names})_(fp32|fp16|bf16)/",
-                        f"--benchmark_min_time={args.min_time}", "--benchmark_min_warmup_time=0.3", f"--benchmark_out={f.name}",
-                        "--benchmark_out_format=json"], check=True, capture_output=True,
-                       env=dict(os.environ, OMP_NUM_THREADS=str(args.threads)))
-        doc = json.load(open(f.name))
-    scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
-    return {b["name"].split("/")[0]: b["real_time"] * scale[b["time_unit"]] for b in doc["benchmarks"]}
+    out = {}
+    # The MNIST models live in bench_train_step, the GPT in bench_gpt_step next to it.
+    programs = {args.bench: [m for m in args.models if m != "gpt"],
+                os.path.join(os.path.dirname(args.bench), "bench_gpt_step"): [m for m in args.models if m == "gpt"]}
+    for bench, models in programs.items():
+        if not models:
+            continue
+        with tempfile.NamedTemporaryFile(suffix=".json") as f:
+            subprocess.run([bench, f"--benchmark_filter=^({'|'.join(models)})_(fp32|fp16|bf16)",
+                            f"--benchmark_min_time={args.min_time}", "--benchmark_min_warmup_time=0.3",
+                            f"--benchmark_out={f.name}", "--benchmark_out_format=json"], check=True,
+                           capture_output=True, env=dict(os.environ, OMP_NUM_THREADS=str(args.threads)))
+            doc = json.load(open(f.name))
+        scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+        out.update({b["name"].split("/")[0]: b["real_time"] * scale[b["time_unit"]] for b in doc["benchmarks"]
+                    if b.get("run_type", "iteration") == "iteration"})
+    return out
 
 
 def main():

@@ -26,17 +26,26 @@ void step_loop(int64_t n, T* w, const T* g, std::array<T*, 3> s, W* wc, T inv_sc
     const std::array<T*, 3> sp = s;
     W* const wcp = wc;
     const T inv = inv_scale;
-    for (int64_t i = b; i < e; ++i) {
-      T wi = wp[i];
-      std::array<T, 3> si{};
-      for (int k = 0; k < N; ++k) si[k] = sp[k][i];
-      f(wi, gp[i] * inv, si);
-      wp[i] = wi;
-      for (int k = 0; k < N; ++k) sp[k][i] = si[k];
-      if constexpr (std::is_same_v<T, float> && !std::is_void_v<W>)
-        store_float(wcp, i, wi);  // bf16 through its bits, so the loop vectorizes
-      else if constexpr (!std::is_void_v<W>)
-        wcp[i] = cast_to<W>(wi);
+    // fp16 working copies are rounded after each chunk of updates with the vector conversion.
+    constexpr bool kHalfCopy = std::is_same_v<T, float> && std::is_same_v<W, Half>;
+    constexpr int64_t kChunk = kHalfCopy ? 1024 : int64_t(1) << 62;
+    for (int64_t i0 = b; i0 < e; i0 += kChunk) {
+      const int64_t i1 = std::min(e, i0 + kChunk);
+      for (int64_t i = i0; i < i1; ++i) {
+        T wi = wp[i];
+        std::array<T, 3> si{};
+        for (int k = 0; k < N; ++k) si[k] = sp[k][i];
+        f(wi, gp[i] * inv, si);
+        wp[i] = wi;
+        for (int k = 0; k < N; ++k) sp[k][i] = si[k];
+        if constexpr (kHalfCopy || std::is_void_v<W>)
+          continue;
+        else if constexpr (std::is_same_v<T, float>)
+          store_float(wcp, i, wi);  // bf16 through its bits, so the loop vectorizes
+        else
+          wcp[i] = cast_to<W>(wi);
+      }
+      if constexpr (kHalfCopy) float_to_half(wp + i0, wcp + i0, i1 - i0);
     }
   });
 }

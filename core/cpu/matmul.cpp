@@ -1,6 +1,6 @@
-// Batched GEMM on the CPU through Eigen. fp16/bf16 operands are widened to fp32
-// blocks, multiplied in fp32 and rounded once (the numerics of tensor cores):
-// Eigen's own half GEMM runs at well under 1 GFLOP/s.
+// Batched GEMM on the CPU through oneDNN (core/cpu/onednn) or Eigen. fp16/bf16 operands
+// that oneDNN does not take are widened to fp32, multiplied in fp32 and rounded once (the
+// numerics of tensor cores): Eigen's own half GEMM runs at well under 1 GFLOP/s.
 // GCC 12 flags Eigen's AVX-512 GEMM kernels with -Wmaybe-uninitialized false positives
 // (the "__Y" of avx512fintrin.h); they bury real warnings, so silence them in this file only.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -96,12 +96,33 @@ void narrow(const float* w, T* c, int64_t n) {
   });
 }
 
+// t (3-D, or the 1-D bias) widened to fp32 with its orientation: a transposed operand stays
+// a transposed view of a contiguous copy, so the copy reads and writes memory in order.
+Tensor widened(const Tensor& t) {
+  auto swap_last_two = [](const Tensor& x) {
+    return make_view(x, {x.size(0), x.size(2), x.size(1)}, {x.stride(0), x.stride(2), x.stride(1)}, x.offset());
+  };
+  const bool transposed = t.dim() == 3 && !t.is_contiguous() && swap_last_two(t).is_contiguous();
+  const Tensor src = transposed ? swap_last_two(t) : t;
+  Tensor w = make_tensor(src.sizes(), DType::Float32, Device::cpu());
+  copy(src, w);
+  return transposed ? swap_last_two(w) : w;
+}
+
 }  // namespace
 
 void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
   if (onednn::matmul(a, b, bias, out)) return;
   const int64_t B = out.size(0), M = out.size(1), N = out.size(2), K = a.size(2);
   if (out.numel() == 0) return;
+  if (a.dtype() == DType::Float16 && K > 0) {
+    // No fp16 math on this CPU path: widen the operands once (vector conversions), multiply
+    // with the fp32 path (oneDNN where enabled, 5x Eigen's widened blocks here), round once.
+    Tensor out32 = make_tensor(out.sizes(), DType::Float32, Device::cpu());
+    matmul(widened(a), widened(b), bias.defined() ? widened(bias) : Tensor(), out32);
+    copy(out32, out);
+    return;
+  }
   dispatch_floating(a.dtype(), "matmul", [&]<typename T>() {
     const T* pa = static_cast<const T*>(a.raw_data());
     const T* pb = static_cast<const T*>(b.raw_data());
