@@ -87,6 +87,32 @@ double run_gpt(const char* amp, int steps) {
       steps);
 }
 
+// The CIFAR example's ResNet-20 step at batch 128, as bench/bench_resnet_step.cpp.
+double run_resnet(const char* amp, int steps) {
+  constexpr int64_t kBatch = 128;
+  mt::manual_seed(7);
+  mt::nn::CifarResNet net(20);
+  mt::optim::SGD opt(mt::optim::weight_decay_groups(net.named_parameters(), 5e-4),
+                     {.lr = 0.1, .momentum = 0.9, .nesterov = true});
+  const bool fp16 = std::strcmp(amp, "fp16") == 0, bf16 = std::strcmp(amp, "bf16") == 0;
+  mt::amp::GradScaler scaler({.enabled = fp16});
+  mt::Tensor x = mt::randn({kBatch, 3, 32, 32}), y = mt::randint(0, 10, {kBatch});
+  return profile_steps(
+      [&] {
+        mt::Tensor loss;
+        {
+          mt::amp::Autocast ac(bf16 ? mt::kBFloat16 : mt::kHalf, fp16 || bf16);
+          loss = F::cross_entropy(net(x), y);
+        }
+        opt.zero_grad();
+        scaler.backward(loss);
+        scaler.step(opt);
+        scaler.update();
+        return loss.item<float>();
+      },
+      steps);
+}
+
 template <class Model>
 double run(int64_t batch, const char* amp, int steps) {
   mt::manual_seed(7);
@@ -116,9 +142,10 @@ int main(int argc, char** argv) {
   const std::string model = argc > 1 ? argv[1] : "mlp";
   const char* amp = argc > 2 ? argv[2] : "fp32";
   const int steps = argc > 3 ? std::atoi(argv[3]) : 50;
-  const double total = model == "gpt"   ? run_gpt(amp, steps)
-                       : model == "cnn" ? run<mnist::Cnn>(64, amp, steps)
-                                        : run<mnist::Mlp>(128, amp, steps);
+  const double total = model == "resnet20" ? run_resnet(amp, steps)
+                       : model == "gpt"    ? run_gpt(amp, steps)
+                       : model == "cnn"    ? run<mnist::Cnn>(64, amp, steps)
+                                           : run<mnist::Mlp>(128, amp, steps);
   std::vector<std::pair<std::string, Total>> rows(g_totals.begin(), g_totals.end());
   std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.second.self > b.second.self; });
   double self_sum = 0;

@@ -10,5 +10,5 @@ if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
   exit 1
 fi
 [[ -f $build/CMakeCache.txt ]] || cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
-cmake --build "$build" -j "${JOBS:-2}" --target bench_train_step bench_gpt_step
+cmake --build "$build" -j "${JOBS:-2}" --target bench_train_step bench_gpt_step bench_resnet_step
 exec /usr/bin/python3 tools/compare_pytorch.py --bench "$build/bench/bench_train_step" "$@"

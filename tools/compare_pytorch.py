@@ -7,6 +7,9 @@ Models, each one step = forward + cross-entropy + backward + optimizer step on f
   gpt  the transformer example's default GPT (4 layers, 4 heads, d_model 128, context 128, batch 16,
        vocabulary 96; tools/torch_gpt.py in PyTorch), AdamW (lr 1e-3, betas 0.9/0.99, weight decay 0.1
        on matrices), gradient clipping at norm 1    (bench/bench_gpt_step.cpp in Mantissa)
+  resnet20  the CIFAR example's ResNet-20 at batch 128 (tools/cifar_resnet_torch.py in PyTorch), SGD
+       (lr 0.1, Nesterov momentum 0.9, weight decay 5e-4 on conv/linear weights)
+                                                    (bench/bench_resnet_step.cpp in Mantissa)
 in fp32 and under bf16 autocast (Mantissa also fp16 autocast with a GradScaler; PyTorch 1.13
 has no fp16 autocast on the CPU). Rounds alternate PyTorch then Mantissa, each in a fresh
 process with the same thread count; the table shows medians over rounds and the ratio
@@ -24,7 +27,10 @@ import sys
 import tempfile
 import time
 
-MODELS = {"mlp": 128, "cnn": 64, "gpt": 16}
+MODELS = {"mlp": 128, "cnn": 64, "gpt": 16, "resnet20": 128}
+# The Mantissa benchmark program of each model (next to --bench, which is bench_train_step).
+PROGRAMS = {"mlp": "bench_train_step", "cnn": "bench_train_step", "gpt": "bench_gpt_step",
+            "resnet20": "bench_resnet_step"}
 
 
 def torch_worker(args):
@@ -77,11 +83,32 @@ def torch_worker(args):
             return loss.item()
         return step
 
+    def resnet_step(prec):
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from cifar_resnet_torch import CifarResNet
+        net = CifarResNet(20)
+        decay = [p for p in net.parameters() if p.dim() >= 2]
+        rest = [p for p in net.parameters() if p.dim() < 2]
+        opt = torch.optim.SGD([{"params": decay, "weight_decay": 5e-4}, {"params": rest, "weight_decay": 0.0}],
+                              lr=0.1, momentum=0.9, nesterov=True)
+        x, y = torch.randn(MODELS["resnet20"], 3, 32, 32), torch.randint(0, 10, (MODELS["resnet20"],))
+
+        def step():
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=prec == "bf16"):
+                loss = F.cross_entropy(net(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss.item()
+        return step
+
     out = {}
     for model in args.models:
         for prec in ("fp32", "bf16"):
             if model == "gpt":
                 step = gpt_step(prec)
+            elif model == "resnet20":
+                step = resnet_step(prec)
             else:
                 net = (Mlp if model == "mlp" else Cnn)()
                 opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
@@ -122,12 +149,9 @@ def run_torch(args):
 
 def run_mantissa(args):
     out = {}
-    # The MNIST models live in bench_train_step, the GPT in bench_gpt_step next to it.
-    programs = {args.bench: [m for m in args.models if m != "gpt"],
-                os.path.join(os.path.dirname(args.bench), "bench_gpt_step"): [m for m in args.models if m == "gpt"]}
-    for bench, models in programs.items():
-        if not models:
-            continue
+    for program in sorted(set(PROGRAMS[m] for m in args.models)):
+        bench = os.path.join(os.path.dirname(args.bench), program)
+        models = [m for m in args.models if PROGRAMS[m] == program]
         with tempfile.NamedTemporaryFile(suffix=".json") as f:
             subprocess.run([bench, f"--benchmark_filter=^({'|'.join(models)})_(fp32|fp16|bf16)",
                             f"--benchmark_min_time={args.min_time}", "--benchmark_min_warmup_time=0.3",
