@@ -67,15 +67,6 @@ void register_post_accumulate_grad_hook(const Tensor& leaf, std::function<void(c
 
 FoundInfSink* found_inf_sink() { return t_sink; }
 
-AutogradMeta& meta(const Tensor& t) {
-  MT_CHECK(t.defined(), "autograd", "undefined tensor");
-  auto& m = t.impl()->autograd;
-  if (!m) m = std::make_shared<AutogradMeta>();
-  return *m;
-}
-
-const AutogradMeta* meta_if(const Tensor& t) { return t.defined() ? t.impl()->autograd.get() : nullptr; }
-
 std::shared_ptr<Node> gradient_edge(const Tensor& t) {
   const AutogradMeta* m = meta_if(t);
   if (!m || !m->requires_grad) return nullptr;

@@ -8,11 +8,10 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
+#include "core/autograd_meta.h"
 #include "core/tensor.h"
 
 namespace mantissa::autograd {
-
-using Hook = std::function<Tensor(const Tensor&)>;
 
 struct Node : std::enable_shared_from_this<Node> {
   Node();
@@ -33,24 +32,6 @@ struct Node : std::enable_shared_from_this<Node> {
   uint64_t sequence;                        // creation order, for a stable topological order
   bool released = false;
 };
-
-// Per-tensor autograd state, created on first use.
-struct AutogradMeta {
-  bool requires_grad = false;
-  Tensor grad;
-  std::shared_ptr<Node> grad_fn;         // null for leaves
-  std::weak_ptr<Node> grad_accumulator;  // leaves: the node that writes .grad
-  std::vector<Hook> hooks;               // leaves: gradient hooks
-  // leaves: called with the leaf once its .grad holds this backward pass's contribution
-  std::vector<std::function<void(const Tensor&)>> post_accumulate_hooks;
-  bool is_view = false;  // shares storage with the tensor it was viewed from
-  // AMP dual copy: the cached fp16/bf16 working copy of an fp32 master parameter.
-  Tensor working_copy;
-  uint64_t working_copy_version = 0;  // the master's version the copy was made from
-};
-
-AutogradMeta& meta(const Tensor& t);           // creates it when missing
-const AutogradMeta* meta_if(const Tensor& t);  // null when missing
 
 // The node that gradients for `t` flow into: its grad_fn, or a leaf's accumulator.
 std::shared_ptr<Node> gradient_edge(const Tensor& t);

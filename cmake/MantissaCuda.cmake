@@ -1,5 +1,5 @@
 # The CUDA backend, compiled when MANTISSA_CUDA is ON, or AUTO and the toolkit is found.
-# Host files (cuda/*.cpp) are compiled by the C++ compiler into `mantissa` with its warning
+# Host files (cuda/*.cpp) are compiled by the C++ compiler into `mantissa_core` with its warning
 # flags plus -Werror; device files (cuda/*.cu) go through nvcc in an object library, since
 # nvcc rejects the host-only flags that `mantissa` carries (-Wall, -march=native).
 set(MANTISSA_WITH_CUDA OFF)
@@ -54,18 +54,18 @@ if(MANTISSA_WITH_CUDA)
     $<$<COMPILE_LANGUAGE:CUDA>:--Werror=all-warnings -diag-suppress=186 -Xcompiler=-Wall,-Wextra,-fno-math-errno>)
   set_target_properties(mantissa_cuda_kernels PROPERTIES POSITION_INDEPENDENT_CODE ON)
 
-  # The objects are linked into mantissa itself, so the installed/exported target needs
+  # The objects are linked into mantissa_core itself, so the installed/exported target needs
   # no extra library.
-  target_sources(mantissa PRIVATE ${MANTISSA_CUDA_HOST_SOURCES} $<TARGET_OBJECTS:mantissa_cuda_kernels>)
-  # `mantissa` was created before the architectures were set; the CUDA objects make CMake
+  target_sources(mantissa_core PRIVATE ${MANTISSA_CUDA_HOST_SOURCES} $<TARGET_OBJECTS:mantissa_cuda_kernels>)
+  # `mantissa_core` was created before the architectures were set; the CUDA objects make CMake
   # (policy CMP0104) require the property on it too.
-  set_target_properties(mantissa PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
+  set_target_properties(mantissa_core PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
   set_source_files_properties(${MANTISSA_CUDA_HOST_SOURCES} PROPERTIES COMPILE_OPTIONS -Werror)
-  target_compile_definitions(mantissa PUBLIC MANTISSA_WITH_CUDA)
-  target_link_libraries(mantissa PRIVATE CUDA::cudart CUDA::cublas CUDA::cublasLt CUDA::nvtx3)
+  target_compile_definitions(mantissa_core PUBLIC MANTISSA_WITH_CUDA)
+  target_link_libraries(mantissa_core PRIVATE CUDA::cudart CUDA::cublas CUDA::cublasLt CUDA::nvtx3)
   if(MANTISSA_WITH_CUDNN)
-    target_link_libraries(mantissa PRIVATE Mantissa::cuDNN)
-    target_compile_definitions(mantissa PRIVATE MANTISSA_WITH_CUDNN)
+    target_link_libraries(mantissa_core PRIVATE Mantissa::cuDNN)
+    target_compile_definitions(mantissa_core PRIVATE MANTISSA_WITH_CUDNN)
     message(STATUS "mantissa: cuDNN ${MantissaCuDNN_LIBRARY}")
   else()
     message(STATUS "mantissa: cuDNN not found (convolutions will use the fallback path)")
@@ -74,8 +74,8 @@ if(MANTISSA_WITH_CUDA)
   find_package(MantissaNCCL QUIET)
   if(MantissaNCCL_FOUND)
     set(MANTISSA_WITH_NCCL ON)
-    target_link_libraries(mantissa PRIVATE Mantissa::NCCL)
-    target_compile_definitions(mantissa PUBLIC MANTISSA_WITH_NCCL)
+    target_link_libraries(mantissa_core PRIVATE Mantissa::NCCL)
+    target_compile_definitions(mantissa_core PUBLIC MANTISSA_WITH_NCCL)
     message(STATUS "mantissa: NCCL ${MantissaNCCL_LIBRARY}")
   endif()
   message(STATUS "mantissa: CUDA backend ON (architectures ${CMAKE_CUDA_ARCHITECTURES})")

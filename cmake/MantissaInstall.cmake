@@ -1,6 +1,7 @@
-# cmake --install + an exported package: find_package(mantissa) gives mantissa::mantissa.
+# cmake --install + an exported package: find_package(mantissa) gives mantissa::mantissa
+# (and mantissa::core, the tensor library alone).
 include(CMakePackageConfigHelpers)
-install(TARGETS mantissa EXPORT mantissaTargets
+install(TARGETS mantissa_core mantissa EXPORT mantissaTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES mantissa.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mantissa)

@@ -39,6 +39,13 @@ Tensor to_device(const Tensor& x, Device device) {
   return out;
 }
 
+Tensor convert(const Tensor& x, DType dtype, Device device) {
+  if (x.device() == device) return x.dtype() == dtype ? x : cast(x, dtype);
+  Tensor out = make_tensor(x.sizes(), dtype, device);
+  backend_for(device.is_cpu() ? x.device() : device).copy(contiguous(x), out);
+  return out;
+}
+
 Tensor unary_to(UnaryOp op, const Tensor& x, DType out_dtype, double a, double b) {
   Tensor out = make_tensor(x.sizes(), out_dtype, x.device());
   backend_for(x.device()).unary(op, x, out, a, b);

@@ -15,6 +15,8 @@ Tensor contiguous(const Tensor& x);
 Tensor cast(const Tensor& x, DType dtype);
 // A contiguous copy on `device`.
 Tensor to_device(const Tensor& x, Device device);
+// x with `dtype` on `device`: x itself when it already is, else a contiguous converted copy.
+Tensor convert(const Tensor& x, DType dtype, Device device);
 Tensor unary(UnaryOp op, const Tensor& x, double a = 0, double b = 0);
 Tensor unary_to(UnaryOp op, const Tensor& x, DType out_dtype, double a = 0, double b = 0);
 // Converts a and b to `compute`, broadcasts, and returns out of `out_dtype`.

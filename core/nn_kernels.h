@@ -51,71 +51,78 @@ struct AttentionGeometry {
   int64_t mask_strides[4] = {0, 0, 0, 0};
 };
 
+// The nn kernel list: X(name, (parameters)), one line per kernel, from which the NnKernels
+// fields, each device's declarations (MT_NN_DECLARATION inside its namespace) and tables
+// (MT_NN_TABLE_ENTRY) and the profiled twin (core/nn_kernels.cpp) are generated. Adding a kernel:
+// a line here, its CPU and CUDA kernels, and the op that calls it (docs/adding-an-op.md).
+#define MT_NN_KERNELS(X)                                                                                              \
+  /* y = conv(x, w) + bias; bias [Cout] or undefined. */                                                              \
+  X(conv2d_forward, (const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, const Conv2dGeometry& g)) \
+  /* Gradients of conv2d given gy [N, Cout, OH, OW]: gx [N, C, H, W], gw (w's shape), gb [Cout]; each may be */       \
+  /* undefined (not wanted). */                                                                                       \
+  X(conv2d_backward, (const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& gx, const Tensor& gw,         \
+                      const Tensor& gb, const Conv2dGeometry& g))                                                     \
+  /* cols [N, C*KH*KW, OH*OW] = the input patch under each output position (0 in the padding). */                     \
+  X(im2col, (const Tensor& x, const Tensor& cols, const Conv2dGeometry& g))                                           \
+  /* x (overwritten) = the adjoint of im2col: every column value summed into its input pixel. */                      \
+  X(col2im, (const Tensor& cols, const Tensor& x, const Conv2dGeometry& g))                                           \
+  /* y = max over each window (padding never wins, NaN propagates); indices: int64 [N, C, OH, OW], the flat */        \
+  /* position h * W + w of the maximum within its input plane; backward: gx (overwritten) = gy at indices. */         \
+  X(max_pool2d, (const Tensor& x, const Tensor& y, const Tensor& indices, const Pool2dGeometry& g))                   \
+  X(max_pool2d_backward, (const Tensor& gy, const Tensor& indices, const Tensor& gx, const Pool2dGeometry& g))        \
+  /* y = A x (window means), and its adjoint gx = A^T gy (gx overwritten). */                                         \
+  X(avg_pool2d, (const Tensor& x, const Tensor& y, const Pool2dGeometry& g))                                          \
+  X(avg_pool2d_backward, (const Tensor& gy, const Tensor& gx, const Pool2dGeometry& g))                               \
+  /* Adaptive windows: rows [floor(i*H/OH), ceil((i+1)*H/OH)), likewise columns. */                                   \
+  X(adaptive_avg_pool2d, (const Tensor& x, const Tensor& y, const Pool2dGeometry& g))                                 \
+  X(adaptive_avg_pool2d_backward, (const Tensor& gy, const Tensor& gx, const Pool2dGeometry& g))                      \
+  /* Layer norm over the rows of x [M, n]: y = (x - mean) * rstd * w + b, with acc mean/rstd [M] written; */          \
+  /* w, b: acc [n] or undefined. Backward: gx [M, n] (T), gw and gb (acc [n]); each optional. */                      \
+  X(layer_norm, (const Tensor& x, const Tensor& w, const Tensor& b, double eps, const Tensor& y, const Tensor& mean,  \
+                 const Tensor& rstd))                                                                                 \
+  X(layer_norm_backward, (const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& w, \
+                          const Tensor& gx, const Tensor& gw, const Tensor& gb))                                      \
+  /* Batch norm on x viewed as [N, C, S]: per-channel mean and biased variance (acc [C]). */                          \
+  X(batch_norm_stats, (const Tensor& x, const Tensor& mean, const Tensor& var))                                       \
+  /* y = x * scale[c] + shift[c] (scale, shift: acc [C]). */                                                          \
+  X(batch_norm_apply, (const Tensor& x, const Tensor& scale, const Tensor& shift, const Tensor& y))                   \
+  /* With w (acc [C], ones when not affine): gb = sum gy, gw = sum gy * xhat, and */                                  \
+  /* gx = w * invstd * (gy - [training] (mean(gy) + xhat * mean(gy * xhat))); each output optional. */                \
+  X(batch_norm_backward, (const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& invstd,                \
+                          const Tensor& w, bool training, const Tensor& gx, const Tensor& gw, const Tensor& gb))      \
+  /* Fused log-softmax + negative log-likelihood on logits [M, C] with int64 targets [M]: */                          \
+  /* loss[r] (acc) = (1 - s) * w[t] * -logp[t] + s / C * sum_c w[c] * -logp[c], 0 where t == ignore_index; */         \
+  /* lse[r] (acc) = logsumexp of the row; weight: acc [C] or undefined (all ones). Throws mantissa::Error for a */    \
+  /* target outside [0, C) that is not ignore_index. */                                                               \
+  X(cross_entropy, (const Tensor& logits, const Tensor& target, const Tensor& weight, int64_t ignore_index,           \
+                    double label_smoothing, const Tensor& loss, const Tensor& lse))                                   \
+  /* glogits [M, C] = grad[r] * d loss[r] / d logits[r, :], grad: acc [M]. */                                         \
+  X(cross_entropy_backward, (const Tensor& grad, const Tensor& logits, const Tensor& target, const Tensor& weight,    \
+                             const Tensor& lse, int64_t ignore_index, double label_smoothing, const Tensor& glogits)) \
+  /* Attention (see AttentionGeometry); mask: acc or undefined. Backward: gq, gk, gv (q's, k's, v's shapes, T) */     \
+  /* given gout [B*H, L, Ev] and the forward's out and lse; each optional; P recomputed tile by tile from lse. */     \
+  X(attention_forward, (const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Tensor& out,     \
+                        const Tensor& lse, const AttentionGeometry& g))                                               \
+  X(attention_backward,                                                                                               \
+    (const Tensor& gout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Tensor& out,    \
+     const Tensor& lse, const Tensor& gq, const Tensor& gk, const Tensor& gv, const AttentionGeometry& g))            \
+  /* out [G, R, C] = in with the elements outside a triangle zeroed: upper keeps column - row >= diagonal */          \
+  /* (triu), lower keeps column - row <= diagonal (tril). Any dtype. */                                               \
+  X(triangle, (const Tensor& in, const Tensor& out, int64_t diagonal, bool upper))
+
+#define MT_NN_FIELD(name, params) void(*name) params;
+#define MT_NN_DECLARATION(name, params) void name params;
+// `.name = name,`: inside a device's namespace, the table entry pointing at that device's kernel.
+#define MT_NN_TABLE_ENTRY(name, params) .name = name,
+
 struct NnKernels {
-  // y = conv(x, w) + bias; bias [Cout] or undefined.
-  void (*conv2d_forward)(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
-                         const Conv2dGeometry& g);
-  // Gradients of conv2d given gy [N, Cout, OH, OW]: gx [N, C, H, W], gw (w's shape), gb [Cout];
-  // each may be undefined (not wanted).
-  void (*conv2d_backward)(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& gx, const Tensor& gw,
-                          const Tensor& gb, const Conv2dGeometry& g);
-  // cols [N, C*KH*KW, OH*OW] = the input patch under each output position (0 in the padding).
-  void (*im2col)(const Tensor& x, const Tensor& cols, const Conv2dGeometry& g);
-  // x (overwritten) = the adjoint of im2col: every column value summed into its input pixel.
-  void (*col2im)(const Tensor& cols, const Tensor& x, const Conv2dGeometry& g);
-
-  // y = max over each window (padding never wins, NaN propagates); indices: int64 [N, C, OH, OW],
-  // the flat position h * W + w of the maximum within its input plane.
-  void (*max_pool2d)(const Tensor& x, const Tensor& y, const Tensor& indices, const Pool2dGeometry& g);
-  void (*max_pool2d_backward)(const Tensor& gy, const Tensor& indices, const Tensor& gx, const Pool2dGeometry& g);
-  // y = A x (window means), and its adjoint gx = A^T gy (gx overwritten).
-  void (*avg_pool2d)(const Tensor& x, const Tensor& y, const Pool2dGeometry& g);
-  void (*avg_pool2d_backward)(const Tensor& gy, const Tensor& gx, const Pool2dGeometry& g);
-  // Adaptive windows: rows [floor(i*H/OH), ceil((i+1)*H/OH)), likewise columns.
-  void (*adaptive_avg_pool2d)(const Tensor& x, const Tensor& y, const Pool2dGeometry& g);
-  void (*adaptive_avg_pool2d_backward)(const Tensor& gy, const Tensor& gx, const Pool2dGeometry& g);
-
-  // Layer norm over the rows of x [M, n]: y = (x - mean) * rstd * w + b, with acc mean/rstd [M]
-  // written; w, b: acc [n] or undefined.
-  void (*layer_norm)(const Tensor& x, const Tensor& w, const Tensor& b, double eps, const Tensor& y, const Tensor& mean,
-                     const Tensor& rstd);
-  // gx [M, n] (T), gw and gb (acc [n]); each optional.
-  void (*layer_norm_backward)(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
-                              const Tensor& w, const Tensor& gx, const Tensor& gw, const Tensor& gb);
-
-  // Batch norm on x viewed as [N, C, S]: per-channel mean and biased variance (acc [C]).
-  void (*batch_norm_stats)(const Tensor& x, const Tensor& mean, const Tensor& var);
-  // y = x * scale[c] + shift[c] (scale, shift: acc [C]).
-  void (*batch_norm_apply)(const Tensor& x, const Tensor& scale, const Tensor& shift, const Tensor& y);
-  // With w (acc [C], ones when not affine): gb = sum gy, gw = sum gy * xhat, and
-  // gx = w * invstd * (gy - [training] (mean(gy) + xhat * mean(gy * xhat))); each output optional.
-  void (*batch_norm_backward)(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                              const Tensor& w, bool training, const Tensor& gx, const Tensor& gw, const Tensor& gb);
-
-  // Fused log-softmax + negative log-likelihood on logits [M, C] with int64 targets [M]:
-  // loss[r] (acc) = (1 - s) * w[t] * -logp[t] + s / C * sum_c w[c] * -logp[c], 0 where t == ignore_index;
-  // lse[r] (acc) = logsumexp of the row; weight: acc [C] or undefined (all ones). Throws
-  // mantissa::Error for a target outside [0, C) that is not ignore_index.
-  void (*cross_entropy)(const Tensor& logits, const Tensor& target, const Tensor& weight, int64_t ignore_index,
-                        double label_smoothing, const Tensor& loss, const Tensor& lse);
-  // glogits [M, C] = grad[r] * d loss[r] / d logits[r, :], grad: acc [M].
-  void (*cross_entropy_backward)(const Tensor& grad, const Tensor& logits, const Tensor& target, const Tensor& weight,
-                                 const Tensor& lse, int64_t ignore_index, double label_smoothing,
-                                 const Tensor& glogits);
-
-  // Attention (see AttentionGeometry); mask: acc or undefined.
-  void (*attention_forward)(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Tensor& out,
-                            const Tensor& lse, const AttentionGeometry& g);
-  // gq, gk, gv (q's, k's, v's shapes, T) given gout [B*H, L, Ev] and the forward's out and lse;
-  // each output optional. Probabilities are recomputed tile by tile from lse.
-  void (*attention_backward)(const Tensor& gout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-                             const Tensor& out, const Tensor& lse, const Tensor& gq, const Tensor& gk, const Tensor& gv,
-                             const AttentionGeometry& g);
-
-  // out [G, R, C] = in with the elements outside a triangle zeroed: upper keeps column - row >=
-  // diagonal (triu), lower keeps column - row <= diagonal (tril). Any dtype.
-  void (*triangle)(const Tensor& in, const Tensor& out, int64_t diagonal, bool upper);
+  MT_NN_KERNELS(MT_NN_FIELD)
 };
+
+// The CPU row (core/cpu/nn_*.cpp).
+namespace cpu {
+MT_NN_KERNELS(MT_NN_DECLARATION)
+}  // namespace cpu
 
 // The [N, C, S] view of a batch-norm input (S: the product of the spatial dims), shared by
 // every device's batch-norm kernels.

@@ -6,6 +6,7 @@
 
 #include "core/backend.h"
 #include "core/error.h"
+#include "core/launch.h"
 #include "core/shape.h"
 
 namespace mantissa {
@@ -65,11 +66,7 @@ Tensor generate(const char* op, const Shape& shape, const TensorOptions& opts, F
   Tensor v = make_tensor(shape, DType::Float64, Device::cpu());
   double* p = v.data_ptr<double>();
   for (int64_t i = 0; i < n; ++i) p[i] = next();
-  Tensor t = v;
-  if (opts.dtype != DType::Float64 || opts.device != Device::cpu()) {
-    t = make_tensor(shape, opts.dtype, opts.device);
-    t.copy_(v);
-  }
+  Tensor t = launch::convert(v, opts.dtype, opts.device);
   if (opts.requires_grad) t.requires_grad_(true);
   return t;
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/launch.h"
 
 namespace mantissa {
 
@@ -169,7 +170,7 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
     MT_CHECK(name != "__metadata__", op, "'__metadata__' is reserved for the metadata and cannot name a tensor (", path,
              ")");
     MT_CHECK(t.defined(), op, "tensor '", name, "' is undefined (", path, ")");
-    entries.push_back({&name, t.to(Device::cpu()).contiguous(), &st_dtype(t.dtype())});
+    entries.push_back({&name, launch::convert(launch::contiguous(t), t.dtype(), Device::cpu()), &st_dtype(t.dtype())});
   }
   // The reference writer's order: descending alignment (so every tensor stays aligned
   // after the 8-byte-padded header), then name.

@@ -4,9 +4,11 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/autograd_meta.h"
 #include "core/backend.h"
 #include "core/error.h"
 #include "core/half.h"
+#include "core/launch.h"
 #include "core/shape.h"
 
 namespace mantissa {
@@ -72,7 +74,7 @@ Tensor Tensor::pin_memory() const {
            defined() ? "a tensor on " + device().str() : std::string("an undefined tensor"));
   if (is_pinned() && is_contiguous()) return *this;
   Allocator* pinned = pinned_host_allocator();
-  if (pinned == nullptr) return contiguous();
+  if (pinned == nullptr) return launch::contiguous(*this);
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::make_shared<Storage>(size_t(numel()) * element_size(dtype()), Device::cpu(), pinned);
   impl->sizes = sizes();
@@ -106,12 +108,7 @@ Tensor with_grad(Tensor t, const TensorOptions& o) {
 // A float64 CPU tensor converted to the requested dtype and device. The factories fill
 // tensor memory rather than a std::vector, so running out of memory is a mantissa::Error.
 Tensor from_tensor_f64(const Tensor& v, const TensorOptions& o) {
-  Tensor out = v;
-  if (o.dtype != DType::Float64 || o.device != Device::cpu()) {
-    out = make_tensor(v.sizes(), o.dtype, o.device);
-    out.copy_(v);
-  }
-  return with_grad(out, o);
+  return with_grad(launch::convert(v, o.dtype, o.device), o);
 }
 }  // namespace
 
@@ -196,12 +193,7 @@ constexpr DType dtype_of() {
 Tensor from_blob(const void* data, const Shape& shape, DType dtype, const TensorOptions& o) {
   Tensor src = make_tensor(shape, dtype, Device::cpu());
   if (src.nbytes()) std::memcpy(src.raw_data(), data, src.nbytes());
-  Tensor out = src;
-  if (o.dtype != dtype || o.device != Device::cpu()) {
-    out = make_tensor(shape, o.dtype, o.device);
-    out.copy_(src);
-  }
-  return with_grad(out, o);
+  return with_grad(launch::convert(src, o.dtype, o.device), o);
 }
 
 template <typename T>
@@ -241,7 +233,7 @@ template <typename T>
 std::vector<T> Tensor::to_vector() const {
   constexpr DType want = dtype_of<T>();
   Tensor host = make_tensor(sizes(), want, Device::cpu());
-  cpu_backend().copy(device().is_cpu() ? *this : this->to(Device::cpu()), host);
+  cpu_backend().copy(device().is_cpu() ? *this : launch::to_device(*this, Device::cpu()), host);
   std::vector<T> out(static_cast<size_t>(numel()));
   if (!out.empty()) std::memcpy(static_cast<void*>(out.data()), host.raw_data(), host.nbytes());
   return out;
@@ -276,5 +268,57 @@ MT_INSTANTIATE_ACCESS(uint8_t)
 MT_INSTANTIATE_ACCESS(Half)
 MT_INSTANTIATE_ACCESS(BFloat16)
 #undef MT_INSTANTIATE_ACCESS
+
+// ---------------------------------------------------------------- autograd metadata
+
+namespace autograd {
+AutogradMeta& meta(const Tensor& t) {
+  MT_CHECK(t.defined(), "autograd", "undefined tensor");
+  auto& m = t.impl()->autograd;
+  if (!m) m = std::make_shared<AutogradMeta>();
+  return *m;
+}
+
+const AutogradMeta* meta_if(const Tensor& t) { return t.defined() ? t.impl()->autograd.get() : nullptr; }
+
+}  // namespace autograd
+
+using autograd::meta;
+using autograd::meta_if;
+
+bool Tensor::requires_grad() const {
+  const auto* m = meta_if(*this);
+  return m && m->requires_grad;
+}
+
+Tensor& Tensor::requires_grad_(bool on) {
+  MT_CHECK(is_leaf() || on, "requires_grad_", "you can only change requires_grad of leaf tensors");
+  MT_CHECK(!on || is_floating(dtype()), "requires_grad_", "only floating-point tensors can require gradients, got ",
+           dtype_name(dtype()));
+  meta(*this).requires_grad = on;
+  return *this;
+}
+
+bool Tensor::is_leaf() const {
+  const auto* m = meta_if(*this);
+  return !m || !m->grad_fn;
+}
+
+Tensor Tensor::grad() const {
+  const auto* m = meta_if(*this);
+  return m ? m->grad : Tensor();
+}
+
+void Tensor::set_grad(const Tensor& g) const {
+  if (g.defined())
+    MT_CHECK(g.sizes() == sizes(), "set_grad", "gradient of shape ", g.shape_str(),
+             " does not match the tensor's shape ", shape_str());
+  meta(*this).grad = g;
+}
+
+std::shared_ptr<autograd::Node> Tensor::grad_fn() const {
+  const auto* m = meta_if(*this);
+  return m ? m->grad_fn : nullptr;
+}
 
 }  // namespace mantissa

@@ -23,7 +23,7 @@ namespace mantissa {
 using Shape = std::vector<int64_t>;
 class Tensor;
 namespace autograd {
-struct AutogradMeta;  // defined in autograd/: grad, grad_fn, hooks
+struct AutogradMeta;  // core/autograd_meta.h: grad, grad_fn, hooks
 struct Node;
 }  // namespace autograd
 

@@ -1,5 +1,6 @@
-// index_select, gather and scatter_add; the index layout follows core/cpu/index.cpp. Index
+// index_select, gather and scatter_add; shapes and index geometry in core/index_math.h. Index
 // values are validated by the op before launch, so the kernels do not bounds-check them.
+#include "core/index_math.h"
 #include "cuda/kernels.h"
 #include "cuda/loops.cuh"
 
@@ -29,34 +30,18 @@ Tensor contig(const Tensor& t) {
   return c;
 }
 
-// Sizes of a contiguous tensor around `dim`: [outer, size(dim), inner].
-void split_at(const Tensor& t, int64_t dim, int64_t& outer, int64_t& inner) {
-  outer = 1;
-  inner = 1;
-  for (int64_t d = 0; d < dim; ++d) outer *= t.size(d);
-  for (int64_t d = dim + 1; d < t.dim(); ++d) inner *= t.size(d);
+// p: the flat position in out.
+template <typename E>
+__global__ void index_select_kernel(const E* x, const int64_t* idx, E* y, int64_t total, math::IndexGeometry g) {
+  for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < total; p += int64_t(gridDim.x) * blockDim.x)
+    y[p] = x[g.data_offset_at(p, idx[g.j_at(p)])];
 }
 
-// in: [outer, n, inner]; index: [k]; out: [outer, k, inner]; all contiguous.
-// out[o, j, i] = in[o, index[j], i]
+// p: the flat position in index and out.
 template <typename E>
-__global__ void index_select_kernel(const E* x, const int64_t* idx, E* y, int64_t total, int64_t n, int64_t k,
-                                    int64_t inner) {
-  for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < total; p += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t i = p % inner, t = p / inner, j = t % k, o = t / k;
-    y[p] = x[(o * n + idx[j]) * inner + i];
-  }
-}
-
-// in: [outer, n, in_inner]; index, out: [outer, k, inner]; all contiguous.
-// out[o, j, i] = in[o, index[o, j, i], i]
-template <typename E>
-__global__ void gather_kernel(const E* x, const int64_t* idx, E* y, int64_t total, int64_t n, int64_t k, int64_t inner,
-                              int64_t in_inner) {
-  for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < total; p += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t i = p % inner, o = p / (inner * k);
-    y[p] = x[(o * n + idx[p]) * in_inner + i];
-  }
+__global__ void gather_kernel(const E* x, const int64_t* idx, E* y, int64_t total, math::IndexGeometry g) {
+  for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < total; p += int64_t(gridDim.x) * blockDim.x)
+    y[p] = x[g.data_offset_at(p, idx[p])];
 }
 
 // Byte-wide atomics do not exist: update the aligned 32-bit word that holds the byte.
@@ -91,15 +76,11 @@ __device__ __forceinline__ void atomic_add(T* p, T v) {
   }
 }
 
-// out: [outer, n, out_inner]; index, src: [outer, k, inner]; all contiguous.
-// out[o, index[o, j, i], i] += src[o, j, i]
+// p: the flat position in index and src.
 template <typename T>
-__global__ void scatter_add_kernel(T* y, const int64_t* idx, const T* s, int64_t total, int64_t n, int64_t k,
-                                   int64_t inner, int64_t out_inner) {
-  for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < total; p += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t i = p % inner, o = p / (inner * k);
-    atomic_add(&y[(o * n + idx[p]) * out_inner + i], s[p]);
-  }
+__global__ void scatter_add_kernel(T* y, const int64_t* idx, const T* s, int64_t total, math::IndexGeometry g) {
+  for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < total; p += int64_t(gridDim.x) * blockDim.x)
+    atomic_add(&y[g.data_offset_at(p, idx[p])], s[p]);
 }
 
 }  // namespace
@@ -111,12 +92,10 @@ void index_select(const Tensor& in0, int64_t dim, const Tensor& index0, const Te
   const int dev = out.device().index;
   DeviceGuard g(dev);
   Tensor in = contig(in0), index = contig(index0);
-  int64_t outer, inner;
-  split_at(in, dim, outer, inner);
-  const int64_t n = in.dim() ? in.size(dim) : 1, k = index.numel();
+  const math::IndexGeometry geometry = math::index_select_geometry(in, dim, index);
   dispatch_width(in.dtype(), [&]<typename E>() {
     index_select_kernel<E><<<grid_for(total, dev), kBlock, 0, current_stream(dev)>>>(
-        dptr<const E>(in), dptr<const int64_t>(index), dptr<E>(out), total, n, k, inner);
+        dptr<const E>(in), dptr<const int64_t>(index), dptr<E>(out), total, geometry);
     MT_CUDA_CHECK_LAUNCH();
   });
 }
@@ -128,14 +107,10 @@ void gather(const Tensor& in0, int64_t dim, const Tensor& index0, const Tensor& 
   const int dev = out.device().index;
   DeviceGuard g(dev);
   Tensor in = contig(in0), index = contig(index0);
-  int64_t outer, inner;
-  split_at(index, dim, outer, inner);
-  const int64_t n = in.size(dim), k = index.size(dim);
-  int64_t in_inner = 1;
-  for (int64_t d = dim + 1; d < in.dim(); ++d) in_inner *= in.size(d);
+  const math::IndexGeometry geometry = math::gather_geometry(in, dim, index);
   dispatch_width(in.dtype(), [&]<typename E>() {
     gather_kernel<E><<<grid_for(total, dev), kBlock, 0, current_stream(dev)>>>(
-        dptr<const E>(in), dptr<const int64_t>(index), dptr<E>(out), total, n, k, inner, in_inner);
+        dptr<const E>(in), dptr<const int64_t>(index), dptr<E>(out), total, geometry);
     MT_CUDA_CHECK_LAUNCH();
   });
 }
@@ -147,14 +122,10 @@ void scatter_add(const Tensor& out, int64_t dim, const Tensor& index0, const Ten
   const int dev = out.device().index;
   DeviceGuard g(dev);
   Tensor index = contig(index0), src = contig(src0);
-  int64_t outer, inner;
-  split_at(index, dim, outer, inner);
-  const int64_t n = out.size(dim), k = index.size(dim);
-  int64_t out_inner = 1;
-  for (int64_t d = dim + 1; d < out.dim(); ++d) out_inner *= out.size(d);
+  const math::IndexGeometry geometry = math::gather_geometry(out, dim, index);
   dispatch_all(out.dtype(), [&]<typename T>() {
     scatter_add_kernel<T><<<grid_for(total, dev), kBlock, 0, current_stream(dev)>>>(
-        dptr<T>(out), dptr<const int64_t>(index), dptr<const T>(src), total, n, k, inner, out_inner);
+        dptr<T>(out), dptr<const int64_t>(index), dptr<const T>(src), total, geometry);
     MT_CUDA_CHECK_LAUNCH();
   });
 }

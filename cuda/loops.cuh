@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "core/dtype.h"
+#include "core/dtype_dispatch.h"
 #include "core/error.h"
 #include "core/shape.h"
 #include "core/tensor.h"
@@ -31,10 +32,12 @@ namespace mantissa::cuda {
 template <typename T>
 constexpr bool is_reduced_v = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
 
-// The type arithmetic happens in: fp32 for every float narrower than fp64 (as cpu::acc_t).
+// This device's dtype dispatch, and the dtype policy of the shared elementwise rules
+// (core/elementwise_dispatch.h).
+using Dtypes = DtypeDispatch<__half, __nv_bfloat16>;
+// The type arithmetic happens in: fp32 for every float type narrower than fp64.
 template <typename T>
-using acc_t = std::conditional_t<std::is_same_v<T, double>, double,
-                                 std::conditional_t<std::is_same_v<T, float> || is_reduced_v<T>, float, T>>;
+using acc_t = Dtypes::acc<T>;
 
 template <typename T>
 __host__ __device__ __forceinline__ float to_float(T v) {
@@ -63,58 +66,15 @@ __host__ __device__ __forceinline__ To cast_to(From v) {
   }
 }
 
-// Calls f.template operator()<T>() with T the device storage type of `t`.
+// Calls f.template operator()<T>() with T the C++ type of `t` (core/dtype_dispatch.h).
 template <typename F>
 void dispatch_all(DType t, F&& f) {
-  switch (t) {
-    case DType::Float32:
-      return f.template operator()<float>();
-    case DType::Float64:
-      return f.template operator()<double>();
-    case DType::Float16:
-      return f.template operator()<__half>();
-    case DType::BFloat16:
-      return f.template operator()<__nv_bfloat16>();
-    case DType::Int64:
-      return f.template operator()<int64_t>();
-    case DType::Int32:
-      return f.template operator()<int32_t>();
-    case DType::UInt8:
-      return f.template operator()<uint8_t>();
-    case DType::Bool:
-      return f.template operator()<bool>();
-  }
+  Dtypes::all(t, std::forward<F>(f));
 }
-
 template <typename F>
 void dispatch_floating(DType t, const char* op, F&& f) {
-  switch (t) {
-    case DType::Float32:
-      return f.template operator()<float>();
-    case DType::Float64:
-      return f.template operator()<double>();
-    case DType::Float16:
-      return f.template operator()<__half>();
-    case DType::BFloat16:
-      return f.template operator()<__nv_bfloat16>();
-    default:
-      MT_FAIL(op, "expected a floating-point tensor, got ", dtype_name(t));
-  }
+  Dtypes::floating(t, op, std::forward<F>(f));
 }
-
-// This device's dtype dispatch for the shared elementwise rules (core/elementwise_dispatch.h).
-struct Dtypes {
-  template <typename F>
-  static void all(DType t, F&& f) {
-    dispatch_all(t, std::forward<F>(f));
-  }
-  template <typename F>
-  static void floating(DType t, const char* op, F&& f) {
-    dispatch_floating(t, op, std::forward<F>(f));
-  }
-  template <typename T>
-  using acc = acc_t<T>;
-};
 
 template <typename T>
 T* dptr(const Tensor& t) {

@@ -11,6 +11,12 @@
 
 namespace mantissa {
 
+namespace cuda {
+namespace {
+const NnKernels kNnKernels{MT_NN_KERNELS(MT_NN_TABLE_ENTRY)};
+}  // namespace
+}  // namespace cuda
+
 namespace {
 
 const Backend kKernels{
@@ -32,29 +38,6 @@ const Backend kKernels{
     .dropout_mask = cuda::dropout_mask,
 };
 
-const NnKernels kNnKernels{
-    .conv2d_forward = cuda::conv2d_forward,
-    .conv2d_backward = cuda::conv2d_backward,
-    .im2col = cuda::im2col,
-    .col2im = cuda::col2im,
-    .max_pool2d = cuda::max_pool2d,
-    .max_pool2d_backward = cuda::max_pool2d_backward,
-    .avg_pool2d = cuda::avg_pool2d,
-    .avg_pool2d_backward = cuda::avg_pool2d_backward,
-    .adaptive_avg_pool2d = cuda::adaptive_avg_pool2d,
-    .adaptive_avg_pool2d_backward = cuda::adaptive_avg_pool2d_backward,
-    .layer_norm = cuda::layer_norm,
-    .layer_norm_backward = cuda::layer_norm_backward,
-    .batch_norm_stats = cuda::batch_norm_stats,
-    .batch_norm_apply = cuda::batch_norm_apply,
-    .batch_norm_backward = cuda::batch_norm_backward,
-    .cross_entropy = cuda::cross_entropy,
-    .cross_entropy_backward = cuda::cross_entropy_backward,
-    .attention_forward = cuda::attention_forward,
-    .attention_backward = cuda::attention_backward,
-    .triangle = cuda::triangle,
-};
-
 // Header-only NVTX 3: with no profiler attached, each call checks an injection pointer.
 void nvtx_push(const char* name) { nvtxRangePushA(name); }
 void nvtx_pop() { nvtxRangePop(); }
@@ -64,7 +47,7 @@ void nvtx_pop() { nvtxRangePop(); }
 void register_cuda_backend() {
   register_backend(DeviceType::CUDA, DeviceBackend{
                                          .kernels = &kKernels,
-                                         .nn = &kNnKernels,
+                                         .nn = &cuda::kNnKernels,
                                          .device_count = cuda::runtime_device_count,
                                          .allocator = cuda::device_allocator,
                                          .pinned_host_allocator = cuda::pinned_allocator,

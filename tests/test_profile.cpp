@@ -13,28 +13,14 @@
 
 #include "core/profile.h"
 #include "gpu_test.h"
+#include "test_util.h"
 
 namespace mt = mantissa;
 namespace prof = mantissa::profiler;
+using mantissa::test::Net;
 using nlohmann::json;
 
 namespace {
-
-struct Block : mt::nn::Module {
-  mt::nn::Linear fc{4, 6};
-  Block() { register_module("fc", fc); }
-  mt::Tensor forward(const mt::Tensor& x) override { return mt::relu(fc(x)); }
-};
-
-struct Net : mt::nn::Module {
-  Block block;
-  mt::nn::Linear head{6, 3};
-  Net() {
-    register_module("block", block);
-    register_module("head", head);
-  }
-  mt::Tensor forward(const mt::Tensor& x) override { return head(block(x)); }
-};
 
 int64_t count(const prof::Profile& p, const std::string& name, prof::Kind kind) {
   const auto& ev = p.events();

@@ -12,9 +12,11 @@
 #include <vector>
 
 #include "core/profiler.h"
+#include "test_util.h"
 
 namespace mt = mantissa;
 namespace prof = mantissa::profiler;
+using mantissa::test::Net;
 
 namespace {
 
@@ -49,22 +51,6 @@ struct Recording {
     std::lock_guard<std::mutex> lock(g_mutex);
     return std::find(g_names.begin(), g_names.end(), name) != g_names.end();
   }
-};
-
-struct Block : mt::nn::Module {
-  mt::nn::Linear fc{4, 4};
-  Block() { register_module("fc", fc); }
-  mt::Tensor forward(const mt::Tensor& x) override { return mt::relu(fc(x)); }
-};
-
-struct Net : mt::nn::Module {
-  Block block;
-  mt::nn::Linear head{4, 3};
-  Net() {
-    register_module("block", block);
-    register_module("head", head);
-  }
-  mt::Tensor forward(const mt::Tensor& x) override { return head(block(x)); }
 };
 
 }  // namespace

@@ -33,4 +33,22 @@ inline void expect_close_to_reference(const Tensor& got, const nlohmann::json& w
     ASSERT_NEAR(g[i], w[i], tol * (1 + std::fabs(w[i]))) << what << " element " << i;
 }
 
+// A two-level module tree (Net > block > fc, and head) for the profiler tests: input [*, 4],
+// output [*, 3].
+struct Block : nn::Module {
+  nn::Linear fc{4, 6};
+  Block() { register_module("fc", fc); }
+  Tensor forward(const Tensor& x) override { return relu(fc(x)); }
+};
+
+struct Net : nn::Module {
+  Block block;
+  nn::Linear head{6, 3};
+  Net() {
+    register_module("block", block);
+    register_module("head", head);
+  }
+  Tensor forward(const Tensor& x) override { return head(block(x)); }
+};
+
 }  // namespace mantissa::test

@@ -4,17 +4,11 @@
 
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
+#include "core/index_math.h"
 
 namespace mantissa::cpu {
 
 namespace {
-// View a contiguous tensor as [outer, size(dim), inner].
-void split_at(const Tensor& t, int64_t dim, int64_t& outer, int64_t& inner) {
-  outer = 1;
-  inner = 1;
-  for (int64_t d = 0; d < dim; ++d) outer *= t.size(d);
-  for (int64_t d = dim + 1; d < t.dim(); ++d) inner *= t.size(d);
-}
 // Outer slices per thread: small tensors stay on one thread (a fork per tiny gather made
 // gradcheck-sized workloads 100x slower on a loaded machine).
 int64_t outer_grain(int64_t per_outer) {
@@ -22,11 +16,10 @@ int64_t outer_grain(int64_t per_outer) {
 }
 }  // namespace
 
-// in: contiguous [outer, n, inner]; index: [k]; out: contiguous [outer, k, inner].
+// Shapes and formulas: core/index_math.h.
 void index_select(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) {
-  int64_t outer, inner;
-  split_at(in, dim, outer, inner);
-  const int64_t n = in.dim() ? in.size(dim) : 1, k = index.numel();
+  const math::IndexGeometry g = math::index_select_geometry(in, dim, index);
+  const int64_t outer = g.outer, k = g.k, inner = g.inner;
   const size_t es = element_size(in.dtype());
   const int64_t* idx = static_cast<const int64_t*>(index.raw_data());
   const char* src = static_cast<const char*>(in.raw_data());
@@ -35,18 +28,14 @@ void index_select(const Tensor& in, int64_t dim, const Tensor& index, const Tens
       0, outer * k, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(inner, 1)), [&](int64_t b, int64_t e) {
         for (int64_t r = b; r < e; ++r) {
           int64_t o = r / k, j = r % k;
-          std::memcpy(dst + size_t(r * inner) * es, src + size_t((o * n + idx[j]) * inner) * es, size_t(inner) * es);
+          std::memcpy(dst + size_t(r * inner) * es, src + size_t(g.data_offset(o, idx[j], 0)) * es, size_t(inner) * es);
         }
       });
 }
 
-// in: contiguous [outer, n, inner]; index, out: contiguous [outer, k, inner].
 void gather(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) {
-  int64_t outer, inner;
-  split_at(index, dim, outer, inner);
-  const int64_t n = in.size(dim), k = index.size(dim);
-  int64_t in_inner = 1;
-  for (int64_t d = dim + 1; d < in.dim(); ++d) in_inner *= in.size(d);
+  const math::IndexGeometry g = math::gather_geometry(in, dim, index);
+  const int64_t outer = g.outer, k = g.k, inner = g.inner;
   dispatch_all(in.dtype(), [&]<typename T>() {
     const T* x = static_cast<const T*>(in.raw_data());
     const int64_t* idx = static_cast<const int64_t*>(index.raw_data());
@@ -56,19 +45,15 @@ void gather(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& ou
         for (int64_t j = 0; j < k; ++j)
           for (int64_t i = 0; i < inner; ++i) {
             int64_t pos = (o * k + j) * inner + i;
-            y[pos] = x[(o * n + idx[pos]) * in_inner + i];
+            y[pos] = x[g.data_offset(o, idx[pos], i)];
           }
     });
   });
 }
 
-// out: contiguous [outer, n, inner]; index, src: contiguous [outer, k, inner].
 void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
-  int64_t outer, inner;
-  split_at(index, dim, outer, inner);
-  const int64_t n = out.size(dim), k = index.size(dim);
-  int64_t out_inner = 1;
-  for (int64_t d = dim + 1; d < out.dim(); ++d) out_inner *= out.size(d);
+  const math::IndexGeometry g = math::gather_geometry(out, dim, index);
+  const int64_t outer = g.outer, k = g.k, inner = g.inner;
   dispatch_all(out.dtype(), [&]<typename T>() {
     using Acc = std::conditional_t<std::is_same_v<T, bool>, int64_t, acc_t<T>>;
     T* y = static_cast<T*>(out.raw_data());
@@ -80,7 +65,7 @@ void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tens
         for (int64_t j = 0; j < k; ++j)
           for (int64_t i = 0; i < inner; ++i) {
             int64_t pos = (o * k + j) * inner + i;
-            T& dst = y[(o * n + idx[pos]) * out_inner + i];
+            T& dst = y[g.data_offset(o, idx[pos], i)];
             dst = cast_to<T>(cast_to<Acc>(dst) + cast_to<Acc>(s[pos]));
           }
     });

@@ -15,17 +15,19 @@
 #endif
 
 #include "core/dtype.h"
+#include "core/dtype_dispatch.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "core/shape.h"
 
 namespace mantissa::cpu {
 
+// This device's dtype dispatch, and the dtype policy of the shared elementwise rules
+// (core/elementwise_dispatch.h).
+using Dtypes = DtypeDispatch<Half, BFloat16>;
 // The type arithmetic happens in: fp32 for every float type narrower than fp64.
 template <typename T>
-using acc_t = std::conditional_t<
-    std::is_same_v<T, double>, double,
-    std::conditional_t<std::is_same_v<T, float> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>>;
+using acc_t = Dtypes::acc<T>;
 
 // The bf16 bits of f rounded to nearest even (NaN: the quiet NaN of f's sign), as Eigen's
 // bfloat16(f) gives, without a branch, so loops over it vectorize. All in 32-bit masks: with
@@ -86,12 +88,13 @@ inline void store_float(T* p, int64_t i, float v) {
 // CPU's conversion instructions where the build targets them: GCC 12 vectorizes no scalar
 // fp16 conversion, and Eigen's per element made fp16 autocast 5x slower than fp32.
 inline void half_to_float(const Half* src, float* dst, int64_t n) {
-  const uint16_t* s = reinterpret_cast<const uint16_t*>(src);
   int64_t i = 0;
 #if defined(__AVX512F__)
+  const uint16_t* s = reinterpret_cast<const uint16_t*>(src);
   for (; i + 16 <= n; i += 16)
     _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i))));
 #elif defined(__F16C__)
+  const uint16_t* s = reinterpret_cast<const uint16_t*>(src);
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
 #endif
@@ -129,58 +132,15 @@ inline void store_acc(T* p, int64_t i, Acc v) {
     p[i] = cast_to<T>(v);
 }
 
-// Calls f.template operator()<T>() with T the C++ type of `t`.
+// Calls f.template operator()<T>() with T the C++ type of `t` (core/dtype_dispatch.h).
 template <typename F>
 void dispatch_all(DType t, F&& f) {
-  switch (t) {
-    case DType::Float32:
-      return f.template operator()<float>();
-    case DType::Float64:
-      return f.template operator()<double>();
-    case DType::Float16:
-      return f.template operator()<Half>();
-    case DType::BFloat16:
-      return f.template operator()<BFloat16>();
-    case DType::Int64:
-      return f.template operator()<int64_t>();
-    case DType::Int32:
-      return f.template operator()<int32_t>();
-    case DType::UInt8:
-      return f.template operator()<uint8_t>();
-    case DType::Bool:
-      return f.template operator()<bool>();
-  }
+  Dtypes::all(t, std::forward<F>(f));
 }
-
 template <typename F>
 void dispatch_floating(DType t, const char* op, F&& f) {
-  switch (t) {
-    case DType::Float32:
-      return f.template operator()<float>();
-    case DType::Float64:
-      return f.template operator()<double>();
-    case DType::Float16:
-      return f.template operator()<Half>();
-    case DType::BFloat16:
-      return f.template operator()<BFloat16>();
-    default:
-      MT_FAIL(op, "expected a floating-point tensor, got ", dtype_name(t));
-  }
+  Dtypes::floating(t, op, std::forward<F>(f));
 }
-
-// This device's dtype dispatch for the shared elementwise rules (core/elementwise_dispatch.h).
-struct Dtypes {
-  template <typename F>
-  static void all(DType t, F&& f) {
-    dispatch_all(t, std::forward<F>(f));
-  }
-  template <typename F>
-  static void floating(DType t, const char* op, F&& f) {
-    dispatch_floating(t, op, std::forward<F>(f));
-  }
-  template <typename T>
-  using acc = acc_t<T>;
-};
 
 // Below this many elements a loop runs on one thread: fork/join costs more than it saves.
 constexpr int64_t kParallelGrain = 32768;

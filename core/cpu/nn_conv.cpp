@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "core/cpu/loops.h"
-#include "core/cpu/nn_kernels.h"
 #include "core/cpu/onednn.h"
+#include "core/nn_kernels.h"
 #include "core/nn_math.h"
 
 namespace mantissa::cpu {

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "core/cpu/loops.h"
-#include "core/cpu/nn_kernels.h"
+#include "core/nn_kernels.h"
 #include "core/nn_math.h"
 
 namespace mantissa::cpu {
@@ -52,7 +52,7 @@ void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& wei
         const A wt = w ? w[t[r]] : A(1);
         A smooth = 0;
         if (s > 0) {
-          if (w) {
+          if (w) {  // NOLINT(bugprone-branch-clone): the loops differ; clang-tidy 14 compares omp simd without them
 #pragma omp simd reduction(+ : smooth)
             for (int64_t c = 0; c < C; ++c) smooth += w[c] * (z - cast_to<A>(x[c]));
           } else {
@@ -95,7 +95,7 @@ void cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tens
         const A wt = w ? w[t[r]] : A(1);
         const math::CrossEntropyGradCoefs<A> k = math::cross_entropy_grad_coefs(wt, s, A(C), wsum);
         const int64_t tc = t[r];
-        if (w) {
+        if (w) {  // NOLINT(bugprone-branch-clone): as above
 #pragma omp simd
           for (int64_t c = 0; c < C; ++c) {
             const A p = math::exp_acc(cast_to<A>(x[c]) - z);
