@@ -209,6 +209,29 @@ TEST(Fp16Conversion, MatchesEigen) {
   }
 }
 
+// fp16 convolutions (no fp16 math on this CPU path) widen once, run in fp32 and round once:
+// forward and all three gradients agree with float64 to fp16 rounding.
+TEST(Fp16Conv, MatchesFloat64) {
+  mt::manual_seed(21);
+  auto f16 = [](const Tensor& t) { return t.to(mt::kHalf).to(mt::kFloat64); };  // fp16-exact values
+  const Tensor x0 = f16(mt::randn({2, 3, 9, 8})), w0 = f16(mt::randn({5, 3, 3, 3}) * 0.3), b0 = f16(mt::randn({5}));
+  Tensor x = x0.to(mt::kHalf), w = w0.to(mt::kHalf), b = b0.to(mt::kHalf), xd = x0.clone(), wd = w0.clone(),
+         bd = b0.clone();
+  for (Tensor* t : {&x, &w, &b, &xd, &wd, &bd}) t->requires_grad_();
+  const Tensor y = F::conv2d(x, w, b, {.padding = 1}), yd = F::conv2d(xd, wd, bd, {.padding = 1});
+  EXPECT_EQ(y.dtype(), mt::kHalf);
+  auto rel = [](const Tensor& got, const Tensor& want) {
+    return ((got.to(mt::kFloat64) - want).abs().max() / (want.abs().max() + 1e-12)).item<double>();
+  };
+  EXPECT_LT(rel(y, yd), 2e-3);
+  const Tensor gy = f16(mt::randn(yd.sizes()));
+  y.backward(gy.to(mt::kHalf));
+  yd.backward(gy);
+  EXPECT_LT(rel(x.grad(), xd.grad()), 2e-3);
+  EXPECT_LT(rel(w.grad(), wd.grad()), 2e-3);
+  EXPECT_LT(rel(b.grad(), bd.grad()), 2e-3);
+}
+
 // bf16 elementwise ops (blocked fp32 loops) equal the fp32 op rounded once to bf16.
 TEST(Bf16Elementwise, BlockedLoopsRoundOnce) {
   mt::manual_seed(11);

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
 #include "core/cpu/onednn.h"
 #include "core/nn_kernels.h"
@@ -290,16 +291,43 @@ void sample_loop(const Conv2dGeometry& g, int64_t per_sample, F&& f) {
                });
 }
 
+// fp16 has no oneDNN convolution without fp16 math: t as a contiguous fp32 tensor (its values
+// widened when `values`), or undefined when t is. The fp32 oneDNN convolution on widened
+// operands, rounded once, costs about the fp32 step (Eigen's widened im2col path: 3x it).
+Tensor fp32_twin(const Tensor& t, bool values) {
+  if (!t.defined()) return Tensor();
+  Tensor w = make_tensor(t.sizes(), DType::Float32, Device::cpu());
+  if (values) copy(t, w);
+  return w;
+}
+void round_into(const Tensor& from, const Tensor& to) {
+  if (to.defined()) copy(from, to);
+}
+
 }  // namespace
 
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, const Conv2dGeometry& g) {
   if (onednn::conv2d_forward(x, w, bias, y, g)) return;
+  if (x.dtype() == DType::Float16) {
+    const Tensor y32 = fp32_twin(y, false);
+    if (onednn::conv2d_forward(fp32_twin(x, true), fp32_twin(w, true), fp32_twin(bias, true), y32, g))
+      return round_into(y32, y);
+  }
   dispatch_floating(x.dtype(), "conv2d", [&]<typename T>() { conv2d_forward_t<T>(x, w, bias, y, g); });
 }
 
 void conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& gx, const Tensor& gw,
                      const Tensor& gb, const Conv2dGeometry& g) {
   if (onednn::conv2d_backward(gy, x, w, gx, gw, gb, g)) return;
+  if (x.dtype() == DType::Float16) {
+    const Tensor gx32 = fp32_twin(gx, false), gw32 = fp32_twin(gw, false), gb32 = fp32_twin(gb, false);
+    if (onednn::conv2d_backward(fp32_twin(gy, true), fp32_twin(x, true), fp32_twin(w, true), gx32, gw32, gb32, g)) {
+      round_into(gx32, gx);
+      round_into(gw32, gw);
+      round_into(gb32, gb);
+      return;
+    }
+  }
   dispatch_floating(x.dtype(), "conv2d", [&]<typename T>() { conv2d_backward_t<T>(gy, x, w, gx, gw, gb, g); });
 }
 
