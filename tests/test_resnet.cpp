@@ -143,8 +143,9 @@ TEST(BasicBlock, ShapesAndShortcut) {
   EXPECT_GE(down(x).min().item<float>(), 0.0f);  // ends in a ReLU
 }
 
-// Under autocast the convs run in fp16 but batch norm computes its statistics, keeps its
-// running estimates and returns its output in fp32.
+// Under autocast the convs run in fp16/bf16 and batch norm keeps their dtype (as PyTorch
+// does), but computes its statistics and keeps its running estimates in fp32; its parameters
+// stay fp32 and get fp32 gradients.
 TEST(BatchNormAmp, StatisticsAndRunningEstimatesStayFp32) {
   mt::manual_seed(1);
   for (mt::DType low : {mt::kHalf, mt::kBFloat16}) {
@@ -158,17 +159,29 @@ TEST(BatchNormAmp, StatisticsAndRunningEstimatesStayFp32) {
       y = bn(h);
     }
     EXPECT_EQ(h.dtype(), low);
-    EXPECT_EQ(y.dtype(), mt::kFloat32);
+    EXPECT_EQ(y.dtype(), low);
     EXPECT_EQ(bn.running_mean.dtype(), mt::kFloat32);
     EXPECT_EQ(bn.running_var.dtype(), mt::kFloat32);
-    // The same statistics as fp32 batch norm of the (rounded) fp16 activations.
+    // The same statistics as fp32 batch norm of the (rounded) low-precision activations.
     mt::Tensor h32 = h.to(mt::kFloat32).detach();
     mt::Tensor mean = h32.mean({0, 2, 3});
     mt::Tensor var_unbiased = ((h32 - mean.reshape({1, 4, 1, 1})).pow(2)).sum({0, 2, 3}) / double(4 * 25 - 1);
     EXPECT_LT(max_abs_diff(bn.running_mean, mean * 0.1), 1e-6);
     EXPECT_LT(max_abs_diff(bn.running_var, var_unbiased * 0.1 + 0.9), 1e-5);
+    // The output is the fp32 result rounded once (|y| < 4 here: half an ulp is 2^-10 in fp16,
+    // 2^-7 in bf16).
     nn::BatchNorm2d ref_bn(4);
-    EXPECT_LT(max_abs_diff(y, ref_bn(h32)), 1e-5);
+    mt::Tensor ref = ref_bn(h32);
+    const double tol = low == mt::kHalf ? 1.0 / 1024 : 1.0 / 128;
+    EXPECT_LT(max_abs_diff(y.to(mt::kFloat32), ref), tol);
+    // Gradients of the fp32 parameters are fp32 and match fp32 batch norm given the same
+    // (rounded) upstream gradient.
+    mt::Tensor gy = mt::randn(y.sizes()).to(low).to(mt::kFloat32);  // exact in both dtypes
+    (y.to(mt::kFloat32) * gy).sum().backward();
+    (ref * gy).sum().backward();
+    ASSERT_EQ(bn.weight.grad().dtype(), mt::kFloat32);
+    EXPECT_LT(max_abs_diff(bn.weight.grad(), ref_bn.weight.grad()), 1e-4);
+    EXPECT_LT(max_abs_diff(bn.bias.grad(), ref_bn.bias.grad()), 1e-4);
   }
 }
 

@@ -43,63 +43,14 @@ bool same_layout_contiguous(const Tensor& a, const Tensor& b) {
   return a.is_contiguous() && b.is_contiguous() && a.sizes() == b.sizes();
 }
 
-// bf16 and fp16 loops run in fp32 blocks: widen, apply f, round, each a separate vectorized loop.
-// Eigen's per-element bf16 rounding branches on NaN, which kept the fused loop scalar and
-// mispredicting on mixed-sign data (bf16 relu ran 25x slower than fp32).
-template <typename T>
-constexpr bool kBlockType = std::is_same_v<T, float> || std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>;
-template <typename In, typename Out, typename Acc>
-constexpr bool kUseBlocks = std::is_same_v<Acc, float>&& kBlockType<In>&& kBlockType<Out> &&
-                            !(std::is_same_v<In, float> && std::is_same_v<Out, float>);
-constexpr int64_t kBlock = 256;
-
-template <typename T>
-void widen_block(const T* src, float* dst, int64_t n) {
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    const uint16_t* bits = reinterpret_cast<const uint16_t*>(src);
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) dst[i] = std::bit_cast<float>(uint32_t(bits[i]) << 16);
-  } else if constexpr (std::is_same_v<T, Half>) {
-    half_to_float(src, dst, n);
-  } else {
-    std::memcpy(dst, src, size_t(n) * sizeof(float));
-  }
-}
-
-template <typename T>
-void narrow_block(const float* src, T* dst, int64_t n) {
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    uint16_t* bits = reinterpret_cast<uint16_t*>(dst);
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) bits[i] = bf16_bits_rne(src[i]);
-  } else if constexpr (std::is_same_v<T, Half>) {
-    float_to_half(src, dst, n);
-  } else {
-    std::memcpy(dst, src, size_t(n) * sizeof(float));
-  }
-}
-
 // out[i] = cast<Out>(f(cast<Acc>(in[i]))), in broadcast/strided to out's shape.
 template <typename In, typename Out, typename Acc, typename F>
 void unary_loop(const Tensor& in, const Tensor& out, F f) {
   const In* x = ptr<In>(in);
   Out* y = ptr<Out>(out);
   if (same_layout_contiguous(in, out)) {
-    parallel_for(0, out.numel(), kParallelGrain, [&](int64_t b, int64_t e) {
-      if constexpr (kUseBlocks<In, Out, Acc>) {
-        alignas(64) float buf[kBlock];
-        for (int64_t s = b; s < e; s += kBlock) {
-          const int64_t m = std::min(kBlock, e - s);
-          widen_block(x + s, buf, m);
-#pragma omp simd
-          for (int64_t i = 0; i < m; ++i) buf[i] = float(f(buf[i]));
-          narrow_block(buf, y + s, m);
-        }
-      } else {
-#pragma omp simd
-        for (int64_t i = b; i < e; ++i) y[i] = cast_to<Out>(f(cast_to<Acc>(x[i])));
-      }
-    });
+    parallel_for(0, out.numel(), kParallelGrain,
+                 [&](int64_t b, int64_t e) { map_acc<Acc>(x + b, y + b, e - b, [&](Acc v) { return f(v); }); });
     return;
   }
   Shape in_st = broadcast_strides(in.sizes(), in.strides(), out.sizes());
@@ -119,40 +70,14 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
   const int64_t n = out.numel();
   if (same_layout_contiguous(a, out) && same_layout_contiguous(b, out)) {
     parallel_for(0, n, kParallelGrain, [&](int64_t s, int64_t e) {
-      if constexpr (kUseBlocks<In, Out, Acc>) {
-        alignas(64) float ba[kBlock], bb[kBlock];
-        for (int64_t k = s; k < e; k += kBlock) {
-          const int64_t m = std::min(kBlock, e - k);
-          widen_block(pa + k, ba, m);
-          widen_block(pb + k, bb, m);
-#pragma omp simd
-          for (int64_t i = 0; i < m; ++i) ba[i] = float(f(ba[i], bb[i]));
-          narrow_block(ba, y + k, m);
-        }
-      } else {
-#pragma omp simd
-        for (int64_t i = s; i < e; ++i) y[i] = cast_to<Out>(f(cast_to<Acc>(pa[i]), cast_to<Acc>(pb[i])));
-      }
+      map_acc<Acc>(pa + s, pb + s, y + s, e - s, [&](Acc u, Acc v) { return f(u, v); });
     });
     return;
   }
   if (same_layout_contiguous(a, out) && b.numel() == 1) {  // tensor (op) scalar
     const Acc vb = cast_to<Acc>(pb[0]);
-    parallel_for(0, n, kParallelGrain, [&](int64_t s, int64_t e) {
-      if constexpr (kUseBlocks<In, Out, Acc>) {
-        alignas(64) float ba[kBlock];
-        for (int64_t k = s; k < e; k += kBlock) {
-          const int64_t m = std::min(kBlock, e - k);
-          widen_block(pa + k, ba, m);
-#pragma omp simd
-          for (int64_t i = 0; i < m; ++i) ba[i] = float(f(ba[i], vb));
-          narrow_block(ba, y + k, m);
-        }
-      } else {
-#pragma omp simd
-        for (int64_t i = s; i < e; ++i) y[i] = cast_to<Out>(f(cast_to<Acc>(pa[i]), vb));
-      }
-    });
+    parallel_for(0, n, kParallelGrain,
+                 [&](int64_t s, int64_t e) { map_acc<Acc>(pa + s, y + s, e - s, [&](Acc u) { return f(u, vb); }); });
     return;
   }
   Shape sa = broadcast_strides(a.sizes(), a.strides(), out.sizes());

@@ -146,19 +146,11 @@ void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
     parallel_for(0, C, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(N * S, 1)), [&](int64_t b, int64_t e) {
       for (int64_t c = b; c < e; ++c) {
         double s = 0;
-        for (int64_t n = 0; n < N; ++n) {
-          const T* row = X + (n * C + c) * S;
-          s += double(row_sum<A>(S, [&](int64_t i) { return cast_to<A>(row[i]); }));
-        }
+        for (int64_t n = 0; n < N; ++n) s += double(sum_acc<A>(X + (n * C + c) * S, S, [](A v) { return v; }));
         const A m = A(s / count);
         double ss = 0;
-        for (int64_t n = 0; n < N; ++n) {
-          const T* row = X + (n * C + c) * S;
-          ss += double(row_sum<A>(S, [&](int64_t i) {
-            A d = cast_to<A>(row[i]) - m;
-            return d * d;
-          }));
-        }
+        for (int64_t n = 0; n < N; ++n)
+          ss += double(sum_acc<A>(X + (n * C + c) * S, S, [m](A v) { return (v - m) * (v - m); }));
         Mp[c] = m;
         Vp[c] = A(ss / count);
       }
@@ -178,10 +170,7 @@ void batch_norm_apply(const Tensor& x, const Tensor& scale, const Tensor& shift,
     parallel_for(0, N * C, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(S, 1)), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const A k = sc[r % C], d = sh[r % C];
-        const T* xr = X + r * S;
-        T* yr = Y + r * S;
-#pragma omp simd
-        for (int64_t i = 0; i < S; ++i) yr[i] = cast_to<T>(cast_to<A>(xr[i]) * k + d);
+        map_acc<A>(X + r * S, Y + r * S, S, [k, d](A v) { return v * k + d; });
       }
     });
   });
@@ -209,8 +198,8 @@ void batch_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
         for (int64_t n = 0; n < N; ++n) {
           const T* xr = X + (n * C + c) * S;
           const T* gr = GY + (n * C + c) * S;
-          sg += double(row_sum<A>(S, [&](int64_t i) { return cast_to<A>(gr[i]); }));
-          sgx += double(row_sum<A>(S, [&](int64_t i) { return cast_to<A>(gr[i]) * (cast_to<A>(xr[i]) - m); }));
+          sg += double(sum_acc<A>(gr, S, [](A g) { return g; }));
+          sgx += double(sum_acc<A>(gr, xr, S, [m](A g, A v) { return g * (v - m); }));
         }
         if (GB) GB[c] = A(sg);
         if (GW) GW[c] = A(sgx) * is;
@@ -219,13 +208,9 @@ void batch_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
         const A mg = training ? A(double(wc) * sg / count) : A(0);
         const A mgx = training ? A(double(wc) * sgx * double(is) / count) : A(0);
         for (int64_t n = 0; n < N; ++n) {
-          const T* xr = X + (n * C + c) * S;
-          const T* gr = GY + (n * C + c) * S;
-          T* gxr = GX + (n * C + c) * S;
-          for (int64_t i = 0; i < S; ++i) {
-            const A xhat = math::normalize(cast_to<A>(xr[i]), m, is);
-            gxr[i] = cast_to<T>(math::norm_backward(wc * cast_to<A>(gr[i]), xhat, is, mg, mgx));
-          }
+          const int64_t r = (n * C + c) * S;
+          map_acc<A>(X + r, GY + r, GX + r, S,
+                     [&](A v, A g) { return math::norm_backward(wc * g, math::normalize(v, m, is), is, mg, mgx); });
         }
       }
     });
