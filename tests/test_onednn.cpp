@@ -121,6 +121,10 @@ TEST_P(OneDnnDtype, Conv2dForwardBackwardAgreeWithFloat64) {
       {"groups 2, no bias", {2, 4, 7, 7}, {6, 2, 3, 3}, {.padding = 1, .groups = 2}, false},
       {"1x1", {2, 8, 5, 5}, {4, 8, 1, 1}, {}, true},
       {"stride 2 drops the last row", {2, 3, 6, 6}, {4, 3, 1, 1}, {.stride = 2}, true},
+      // 16k channels: activations go to and from oneDNN's nChw16c by our tiled transposition
+      // (7x7: 3 whole 16-pixel tiles and a tail; 8x8 -> 4x4: whole tiles only).
+      {"32 channels, 7x7", {2, 32, 7, 7}, {32, 32, 3, 3}, {.padding = 1}, true},
+      {"16 channels, stride 2", {3, 16, 8, 8}, {16, 16, 3, 3}, {.stride = 2, .padding = 1}, false},
   };
   for (const ConvCase& c : cases) {
     const std::string what = std::string(mt::dtype_name(dt)) + " " + c.name;

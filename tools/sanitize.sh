@@ -23,8 +23,13 @@ if [[ $which == asan || $which == all ]]; then
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
   "${nice[@]}" cmake --build build-asan -j "${JOBS:-$(nproc)}"
   # allocator_may_return_null: tests that ask for absurd sizes expect a clean "out of memory".
-  ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    "${nice[@]}" ctest --test-dir build-asan --output-on-failure -j "${CTEST_JOBS:-2}" || status=1
+  # The dist.* tests run without leak detection: Open MPI leaks ~120 KB at MPI_Finalize inside
+  # its dlopen'ed components (unloaded by then, so no suppression can name them).
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
+    "${nice[@]}" ctest --test-dir build-asan --output-on-failure -j "${CTEST_JOBS:-2}" -E '^dist\.' || status=1
+  ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
+    "${nice[@]}" ctest --test-dir build-asan --output-on-failure -j "${CTEST_JOBS:-2}" -R '^dist\.' || status=1
 fi
 
 if [[ $which == tsan || $which == all ]]; then

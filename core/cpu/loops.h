@@ -205,7 +205,7 @@ void map_acc(const In* a, const In* b, Out* out, int64_t n, F f) {
   }
 }
 
-// The sum over i in [0, n) of f(a[i]) (or f(a[i], b[i])) in Acc, vectorized the same way.
+// The sum over i in [0, n) of f(a[i]) in Acc, vectorized the same way.
 template <typename Acc, typename T, typename F>
 Acc sum_acc(const T* a, int64_t n, F f) {
   Acc total = 0;
@@ -220,24 +220,6 @@ Acc sum_acc(const T* a, int64_t n, F f) {
   } else {
 #pragma omp simd reduction(+ : total)
     for (int64_t i = 0; i < n; ++i) total += f(cast_to<Acc>(a[i]));
-  }
-  return total;
-}
-template <typename Acc, typename T, typename F>
-Acc sum_acc(const T* a, const T* b, int64_t n, F f) {
-  Acc total = 0;
-  if constexpr (kUseAccBlocks<T, float, Acc>) {
-    alignas(64) float ba[kAccBlock], bb[kAccBlock];
-    for (int64_t s = 0; s < n; s += kAccBlock) {
-      const int64_t m = std::min(kAccBlock, n - s);
-      widen_block(a + s, ba, m);
-      widen_block(b + s, bb, m);
-#pragma omp simd reduction(+ : total)
-      for (int64_t i = 0; i < m; ++i) total += f(ba[i], bb[i]);
-    }
-  } else {
-#pragma omp simd reduction(+ : total)
-    for (int64_t i = 0; i < n; ++i) total += f(cast_to<Acc>(a[i]), cast_to<Acc>(b[i]));
   }
   return total;
 }

@@ -28,6 +28,33 @@ A row_sum(int64_t n, F f) {
   return s;
 }
 
+// The sums over a row of g and of g * (x - m), computed in A in one vectorized pass.
+template <typename A, typename T>
+std::pair<A, A> grad_sums(const T* g, const T* x, int64_t n, A m) {
+  A sg = 0, sgx = 0;
+  if constexpr (kUseAccBlocks<T, float, A>) {
+    alignas(64) float bg[kAccBlock], bx[kAccBlock];
+    for (int64_t s = 0; s < n; s += kAccBlock) {
+      const int64_t len = std::min(kAccBlock, n - s);
+      widen_block(g + s, bg, len);
+      widen_block(x + s, bx, len);
+#pragma omp simd reduction(+ : sg, sgx)
+      for (int64_t i = 0; i < len; ++i) {
+        sg += bg[i];
+        sgx += bg[i] * (bx[i] - m);
+      }
+    }
+  } else {
+#pragma omp simd reduction(+ : sg, sgx)
+    for (int64_t i = 0; i < n; ++i) {
+      const A gi = cast_to<A>(g[i]);
+      sg += gi;
+      sgx += gi * (cast_to<A>(x[i]) - m);
+    }
+  }
+  return {sg, sgx};
+}
+
 }  // namespace
 
 void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps, const Tensor& y, const Tensor& mean,
@@ -194,12 +221,11 @@ void batch_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
     parallel_for(0, C, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(N * S, 1)), [&](int64_t b, int64_t e) {
       for (int64_t c = b; c < e; ++c) {
         const A m = Mp[c], is = Ip[c], wc = Wp[c];
-        double sg = 0, sgx = 0;  // sum gy, sum gy * (x - mean)
+        double sg = 0, sgx = 0;  // sum gy, sum gy * (x - mean), in one pass over both
         for (int64_t n = 0; n < N; ++n) {
-          const T* xr = X + (n * C + c) * S;
-          const T* gr = GY + (n * C + c) * S;
-          sg += double(sum_acc<A>(gr, S, [](A g) { return g; }));
-          sgx += double(sum_acc<A>(gr, xr, S, [m](A g, A v) { return g * (v - m); }));
+          const auto [g, gx] = grad_sums<A>(GY + (n * C + c) * S, X + (n * C + c) * S, S, m);
+          sg += double(g);
+          sgx += double(gx);
         }
         if (GB) GB[c] = A(sg);
         if (GW) GW[c] = A(sgx) * is;

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/allocator.h"
+#include "core/cpu/loops.h"
 #include "core/error.h"
 
 namespace mantissa::cpu::onednn {
@@ -102,9 +103,67 @@ std::optional<memory::data_type> data_type(DType t) {
   }
 }
 
+namespace {
+
+// x [N, C, S] <-> xb [N, C/16, S, 16] (nchw <-> nChw16c), elements of type E (2 or 4 bytes):
+// 16 x 16 tiles go through an L1 buffer, so both sides are read and written in whole rows.
+template <typename E, bool kToBlocked>
+void transpose16(const E* src, E* dst, int64_t N, int64_t C, int64_t S) {
+  parallel_for(0, N * (C / 16), std::max<int64_t>(1, kParallelGrain / (16 * S)), [&](int64_t b, int64_t e) {
+    for (int64_t blk = b; blk < e; ++blk) {
+      const E* s = src + blk * 16 * S;
+      E* d = dst + blk * 16 * S;
+      alignas(64) E tile[16][16];
+      int64_t p0 = 0;
+      for (; p0 + 16 <= S; p0 += 16) {
+        if constexpr (kToBlocked) {
+          for (int c = 0; c < 16; ++c) std::memcpy(tile[c], s + c * S + p0, sizeof(tile[c]));
+          for (int q = 0; q < 16; ++q)
+            for (int c = 0; c < 16; ++c) d[(p0 + q) * 16 + c] = tile[c][q];
+        } else {
+          for (int q = 0; q < 16; ++q)
+            for (int c = 0; c < 16; ++c) tile[c][q] = s[(p0 + q) * 16 + c];
+          for (int c = 0; c < 16; ++c) std::memcpy(d + c * S + p0, tile[c], sizeof(tile[c]));
+        }
+      }
+      for (int64_t p = p0; p < S; ++p)
+        for (int c = 0; c < 16; ++c) {
+          if constexpr (kToBlocked)
+            d[p * 16 + c] = s[c * S + p];
+          else
+            d[c * S + p] = s[p * 16 + c];
+        }
+    }
+  });
+}
+
+template <bool kToBlocked>
+void transpose16(const memory::desc& md, const void* src, void* dst) {
+  const Dims d = md.dims();
+  const int64_t N = d[0], C = d[1], S = d[2] * d[3];
+  if (md.data_type() == memory::data_type::f32)
+    transpose16<uint32_t, kToBlocked>(static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), N, C, S);
+  else
+    transpose16<uint16_t, kToBlocked>(static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), N, C, S);
+}
+
+// Whether user -> prim is nchw -> nChw16c of 2- or 4-byte elements with whole channel blocks.
+bool is_blocked16_pair(const memory::desc& user, const memory::desc& prim) {
+  const Dims d = user.dims();
+  if (d.size() != 4 || d[1] % 16 != 0) return false;
+  const auto dt = user.data_type();
+  if (dt != memory::data_type::f32 && dt != memory::data_type::bf16) return false;
+  return user == memory::desc(d, dt, memory::format_tag::nchw) &&
+         prim == memory::desc(d, dt, memory::format_tag::nChw16c);
+}
+
+}  // namespace
+
 Operand::Operand(const memory::desc& user_md, const memory::desc& prim_md, bool is_input)
     : user(user_md), prim(prim_md) {
   if (user == prim) return;
+  blocked16 = is_blocked16_pair(user, prim);
+  if (blocked16) return;
   if (is_input)
     to_prim.emplace(dnnl::reorder::primitive_desc(engine(), user, engine(), prim));
   else
@@ -125,18 +184,22 @@ void* Call::scratch(size_t nbytes) {
 
 memory Call::input(const Operand& o, const void* data) {
   memory user(o.user, engine(), const_cast<void*>(data));
-  if (!o.to_prim) return user;
+  if (!o.to_prim && !o.blocked16) return user;
   memory prim(o.prim, engine(), scratch(o.prim.get_size()));
-  o.to_prim->execute(stream(), user, prim);
+  if (o.blocked16)
+    transpose16<true>(o.user, data, prim.get_data_handle());
+  else
+    o.to_prim->execute(stream(), user, prim);
   return prim;
 }
 
 memory Call::output(const Operand& o, void* data) {
-  if (!o.to_user) return memory(o.user, engine(), data);
+  if (!o.to_user && !o.blocked16) return memory(o.user, engine(), data);
   return memory(o.prim, engine(), scratch(o.prim.get_size()));
 }
 
 void Call::finish(const Operand& o, const memory& written, void* data) {
+  if (o.blocked16) return transpose16<false>(o.user, written.get_data_handle(), data);
   if (!o.to_user) return;
   memory user(o.user, engine(), data);
   o.to_user->execute(stream(), const_cast<memory&>(written), user);
