@@ -6,15 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
-// Forced inline on both sides: the CPU loops vectorize only with the element math inlined
-// (GCC 12 left the SGD functor a call inside the fused step's loop, which stayed scalar).
-#if defined(__CUDACC__)
-#define MT_HOST_DEVICE __host__ __device__ __forceinline__
-#elif defined(__GNUC__)
-#define MT_HOST_DEVICE inline __attribute__((always_inline))
-#else
-#define MT_HOST_DEVICE inline
-#endif
+#include "core/dtype_dispatch.h"  // MT_HOST_DEVICE
 
 namespace mantissa::math {
 

@@ -32,38 +32,29 @@ namespace mantissa::cuda {
 template <typename T>
 constexpr bool is_reduced_v = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
 
-// This device's dtype dispatch, and the dtype policy of the shared elementwise rules
-// (core/elementwise_dispatch.h).
-using Dtypes = DtypeDispatch<__half, __nv_bfloat16>;
+// The device's fp16/bf16 conversions (round to nearest even).
+struct Float16Convert {
+  MT_HOST_DEVICE static float to_float(__half v) { return __half2float(v); }
+  MT_HOST_DEVICE static float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+  MT_HOST_DEVICE static __half to_fp16(float f) { return __float2half_rn(f); }
+  MT_HOST_DEVICE static __nv_bfloat16 to_bf16(float f) { return __float2bfloat16_rn(f); }
+};
+
+// This device's dtype dispatch and conversions (the CPU's rules: core/dtype_dispatch.h), and
+// the dtype policy of the shared elementwise rules (core/elementwise_dispatch.h).
+using Dtypes = DtypeDispatch<__half, __nv_bfloat16, Float16Convert>;
 // The type arithmetic happens in: fp32 for every float type narrower than fp64.
 template <typename T>
 using acc_t = Dtypes::acc<T>;
 
 template <typename T>
-__host__ __device__ __forceinline__ float to_float(T v) {
-  if constexpr (std::is_same_v<T, __half>)
-    return __half2float(v);
-  else
-    return __bfloat162float(v);
+MT_HOST_DEVICE float to_float(T v) {
+  return Float16Convert::to_float(v);
 }
 
-// Value conversion with the CPU's rules (cpu::cast_to): fp16/bf16 go through fp32 with
-// round-to-nearest-even, so fp64 -> fp16 rounds twice exactly as Eigen::half(double) does.
 template <typename To, typename From>
-__host__ __device__ __forceinline__ To cast_to(From v) {
-  if constexpr (std::is_same_v<To, From>) {
-    return v;
-  } else if constexpr (is_reduced_v<From>) {
-    return cast_to<To>(to_float(v));
-  } else if constexpr (std::is_same_v<To, bool>) {
-    return v != From(0);
-  } else if constexpr (std::is_same_v<To, __half>) {
-    return __float2half_rn(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<To, __nv_bfloat16>) {
-    return __float2bfloat16_rn(static_cast<float>(v));
-  } else {
-    return static_cast<To>(v);
-  }
+MT_HOST_DEVICE To cast_to(From v) {
+  return Dtypes::cast<To>(v);
 }
 
 // Calls f.template operator()<T>() with T the C++ type of `t` (core/dtype_dispatch.h).

@@ -22,13 +22,6 @@
 
 namespace mantissa::cpu {
 
-// This device's dtype dispatch, and the dtype policy of the shared elementwise rules
-// (core/elementwise_dispatch.h).
-using Dtypes = DtypeDispatch<Half, BFloat16>;
-// The type arithmetic happens in: fp32 for every float type narrower than fp64.
-template <typename T>
-using acc_t = Dtypes::acc<T>;
-
 // The bf16 bits of f rounded to nearest even (NaN: the quiet NaN of f's sign), as Eigen's
 // bfloat16(f) gives, without a branch, so loops over it vectorize. All in 32-bit masks: with
 // the NaN case as a 16-bit select GCC 12 kept the loop scalar and branching (a bf16 relu ran
@@ -41,30 +34,27 @@ inline uint16_t bf16_bits_rne(float f) {
   return uint16_t((nan & is_nan) | (rounded & ~is_nan));
 }
 
-template <typename To, typename From>
-inline To cast_to(From v) {
-  if constexpr (std::is_same_v<To, From>) {
-    return v;
-  } else if constexpr (std::is_same_v<To, bool>) {
-    if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>)
-      return static_cast<float>(v) != 0.0f;
-    else
-      return v != From(0);
-  } else if constexpr (std::is_same_v<From, BFloat16>) {
-    return cast_to<To>(std::bit_cast<float>(uint32_t(std::bit_cast<uint16_t>(v)) << 16));  // exact, vectorizes
-  } else if constexpr (std::is_same_v<From, Half>) {
-    return cast_to<To>(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<To, BFloat16> && !std::is_same_v<From, double>) {
-    // Eigen's constructor branches on NaN, which keeps every loop that stores bf16 scalar.
-    return std::bit_cast<BFloat16>(bf16_bits_rne(static_cast<float>(v)));
-  } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
-    if constexpr (std::is_same_v<From, double>)
-      return To(static_cast<double>(v));
-    else
-      return To(static_cast<float>(v));
-  } else {
-    return static_cast<To>(v);
+// The CPU's fp16/bf16 conversions. bf16 goes through its bits: Eigen's constructor branches on
+// NaN, which kept every loop that stores bf16 scalar.
+struct Float16Convert {
+  MT_HOST_DEVICE static float to_float(Half v) { return static_cast<float>(v); }
+  MT_HOST_DEVICE static float to_float(BFloat16 v) {
+    return std::bit_cast<float>(uint32_t(std::bit_cast<uint16_t>(v)) << 16);  // exact, vectorizes
   }
+  MT_HOST_DEVICE static Half to_fp16(float f) { return Half(f); }
+  MT_HOST_DEVICE static BFloat16 to_bf16(float f) { return std::bit_cast<BFloat16>(bf16_bits_rne(f)); }
+};
+
+// This device's dtype dispatch and conversions, and the dtype policy of the shared elementwise
+// rules (core/elementwise_dispatch.h).
+using Dtypes = DtypeDispatch<Half, BFloat16, Float16Convert>;
+// The type arithmetic happens in: fp32 for every float type narrower than fp64.
+template <typename T>
+using acc_t = Dtypes::acc<T>;
+
+template <typename To, typename From>
+MT_HOST_DEVICE To cast_to(From v) {
+  return Dtypes::cast<To>(v);
 }
 
 // Element i of p read as / written from float, for loops that must vectorize: Eigen's bf16 is
