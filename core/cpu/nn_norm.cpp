@@ -19,15 +19,6 @@ A* opt_data(const Tensor& t) {
   return t.defined() ? t.data_ptr<A>() : nullptr;
 }
 
-// Sum of f(i) for i in [0, n) in A, vectorizable.
-template <typename A, typename F>
-A row_sum(int64_t n, F f) {
-  A s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t i = 0; i < n; ++i) s += f(i);
-  return s;
-}
-
 // The sums over a row of g and of g * (x - m), computed in A in one vectorized pass.
 template <typename A, typename T>
 std::pair<A, A> grad_sums(const T* g, const T* x, int64_t n, A m) {
@@ -71,13 +62,8 @@ void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps, c
     parallel_for(0, M, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)), [&](int64_t s, int64_t e) {
       for (int64_t r = s; r < e; ++r) {
         const T* xr = X + r * n;
-        const A m = row_sum<A>(n, [&](int64_t i) { return cast_to<A>(xr[i]); }) / A(n);
-        const A v = row_sum<A>(n,
-                               [&](int64_t i) {
-                                 A d = cast_to<A>(xr[i]) - m;
-                                 return d * d;
-                               }) /
-                    A(n);
+        const A m = sum_acc<A>(xr, n, [](A v) { return v; }) / A(n);
+        const A v = sum_acc<A>(xr, n, [m](A u) { return (u - m) * (u - m); }) / A(n);
         const A rs = math::inv_std(v, A(eps));
         Mp[r] = m;
         Rp[r] = rs;
