@@ -46,13 +46,14 @@ Autocast::~Autocast() { autocast_state() = prev_; }
 
 bool is_autocast_enabled() { return autocast_state().enabled; }
 
-std::vector<Tensor> autocast_many(const char* op, const std::vector<Tensor>& xs) {
+std::vector<Tensor> autocast_many(const OpPolicy& op, const std::vector<Tensor>& xs) {
   const AutocastState& s = autocast_state();
   if (!s.enabled) return xs;
   std::vector<Tensor> out = xs;
-  const CastPolicy policy = cast_policy(op);
+  const CastPolicy policy = op.policy();
+  note_policy_lookup(op.name());
   // A Profile attributes the kernels that follow to this op and its policy (the AMP report).
-  if (profiler::enabled()) profiler::note("autocast", op, double(policy));
+  if (profiler::enabled()) profiler::note("autocast", op.name(), double(policy));
   switch (policy) {
     case CastPolicy::LowerPrecision:
       for (auto& x : out) x = cast_input(x, s.dtype);
@@ -79,7 +80,7 @@ std::vector<Tensor> autocast_many(const char* op, const std::vector<Tensor>& xs)
   return out;
 }
 
-Tensor autocast_one(const char* op, const Tensor& x) {
+Tensor autocast_one(const OpPolicy& op, const Tensor& x) {
   if (!autocast_state().enabled) return x;
   return autocast_many(op, {x})[0];
 }

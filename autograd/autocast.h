@@ -31,9 +31,10 @@ class Autocast {
 
 bool is_autocast_enabled();
 
-// Casts an op's inputs per its policy (no-ops when autocast is off).
-Tensor autocast_one(const char* op, const Tensor& x);
-std::vector<Tensor> autocast_many(const char* op, const std::vector<Tensor>& xs);
+// Casts an op's inputs per its policy entry (no-ops when autocast is off): the op's typed
+// constant (MT_DECLARE_CAST_POLICY, list_policy()), or policy_entry(name) for a custom op.
+Tensor autocast_one(const OpPolicy& op, const Tensor& x);
+std::vector<Tensor> autocast_many(const OpPolicy& op, const std::vector<Tensor>& xs);
 
 // The cached lower-precision working copy of `param` (created when missing or stale).
 Tensor working_copy(const Tensor& param, DType dtype);

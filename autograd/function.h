@@ -61,7 +61,8 @@ struct Function {
   static Tensor apply(Args&&... args) {
     std::vector<Tensor> inputs;
     (collect(inputs, args), ...);
-    inputs = amp::autocast_many(Derived::name, inputs);
+    static amp::OpPolicy& policy = amp::policy_entry(Derived::name);  // looked up once per op type
+    inputs = amp::autocast_many(policy, inputs);
     auto ctx = std::make_shared<Context>();
     Tensor out;
     {

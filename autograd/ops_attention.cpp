@@ -99,7 +99,7 @@ Tensor triu(const Tensor& x, int64_t diagonal) { return triangle("triu", x, diag
 Tensor scaled_dot_product_attention(const Tensor& q0, const Tensor& k0, const Tensor& v0,
                                     const AttentionOptions& opts) {
   MT_CHECK(q0.defined() && k0.defined() && v0.defined(), kSdpa, "query, key and value must all be defined");
-  auto in = amp::autocast_many(kSdpa, {q0, k0, v0});
+  auto in = amp::autocast_many(autocast_scaled_dot_product_attention, {q0, k0, v0});
   const Tensor &q = in[0], &k = in[1], &v = in[2];
   MT_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), kSdpa,
            "expected query [..., L, E], key [..., S, E] and value [..., S, Ev] of one rank >= 2, got ",

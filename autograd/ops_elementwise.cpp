@@ -60,7 +60,7 @@ Tensor fused_backward(BinaryOp op, const Tensor& g, const Tensor& saved, Composi
 // Defines a unary op whose backward needs the input x.
 Tensor unary_with_input(const char* name, UnaryOp op, const Tensor& x0,
                         const std::function<Tensor(const Tensor& g, const Tensor& x)>& backward) {
-  Tensor x = amp::autocast_one(name, x0);
+  Tensor x = amp::autocast_one(amp::list_policy(op), x0);
   Tensor y = unary_float(op, x);
   if (needs_grad({x})) {
     record(name, {x}, y, [sx = SavedTensor(x), backward](const Tensor& g, const std::vector<bool>&) {
@@ -73,7 +73,7 @@ Tensor unary_with_input(const char* name, UnaryOp op, const Tensor& x0,
 // Defines a unary op whose backward needs the output y.
 Tensor unary_with_output(const char* name, UnaryOp op, const Tensor& x0,
                          const std::function<Tensor(const Tensor& g, const Tensor& y)>& backward) {
-  Tensor x = amp::autocast_one(name, x0);
+  Tensor x = amp::autocast_one(amp::list_policy(op), x0);
   Tensor y = unary_float(op, x);
   if (needs_grad({x})) {
     record(name, {x}, y, [sy = SavedTensor(y, true), backward](const Tensor& g, const std::vector<bool>&) {
@@ -143,7 +143,7 @@ Tensor sigmoid(const Tensor& x) {
   });
 }
 Tensor relu(const Tensor& x0) {
-  Tensor x = amp::autocast_one("relu", x0);
+  Tensor x = amp::autocast_one(amp::list_policy(UnaryOp::Relu), x0);
   Tensor y = launch::unary(UnaryOp::Relu, x);
   if (needs_grad({x})) {
     record("relu", {x}, y, [sy = SavedTensor(y, true)](const Tensor& g, auto&) {
@@ -184,7 +184,7 @@ Tensor silu(const Tensor& x) {
 }
 Tensor softplus(const Tensor& x0, double beta, double threshold) {
   MT_CHECK(beta != 0 && std::isfinite(beta), "softplus", "beta must be finite and non-zero, got ", beta);
-  Tensor x = amp::autocast_one("softplus", x0);
+  Tensor x = amp::autocast_one(amp::list_policy(UnaryOp::Softplus), x0);
   Tensor y = unary_float(UnaryOp::Softplus, x, beta, threshold);
   if (needs_grad({x})) {
     // d/dx = sigmoid(beta x), and 1 where the forward passed x through.
@@ -212,7 +212,7 @@ Tensor square(const Tensor& x) {
 }
 
 Tensor pow(const Tensor& x0, const Scalar& e) {
-  Tensor x = amp::autocast_one("pow", x0);
+  Tensor x = amp::autocast_one(amp::list_policy(UnaryOp::PowScalar), x0);
   double ed = e.to_double();
   Tensor y = unary_float(UnaryOp::PowScalar, x, ed);
   if (needs_grad({x})) {
@@ -225,7 +225,7 @@ Tensor pow(const Tensor& x0, const Scalar& e) {
 }
 
 Tensor pow(const Tensor& a0, const Tensor& b0) {
-  auto in = amp::autocast_many("pow", {a0, b0});
+  auto in = amp::autocast_many(amp::list_policy(BinaryOp::Pow), {a0, b0});
   const Tensor &a = in[0], &b = in[1];
   DType t = float_type(result_type(a, b));
   Tensor y = launch::binary(BinaryOp::Pow, a, b, t, t);
@@ -295,7 +295,7 @@ Tensor compare(const char* name, BinaryOp op, const Tensor& a, const Tensor& b) 
 }  // namespace
 
 Tensor add(const Tensor& a0, const Tensor& b0, const Scalar& alpha) {
-  auto in = amp::autocast_many("add", {a0, b0});
+  auto in = amp::autocast_many(amp::list_policy(BinaryOp::Add), {a0, b0});
   const Tensor &a = in[0], &b = in[1];
   Tensor bs = alpha.to_double() == 1.0 ? b : b * alpha;
   Tensor y = arith("add", BinaryOp::Add, a, bs);
@@ -319,7 +319,7 @@ Tensor sub(const Tensor& a0, const Tensor& b0, const Scalar& alpha) {
 }
 
 Tensor mul(const Tensor& a0, const Tensor& b0) {
-  auto in = amp::autocast_many("mul", {a0, b0});
+  auto in = amp::autocast_many(amp::list_policy(BinaryOp::Mul), {a0, b0});
   const Tensor &a = in[0], &b = in[1];
   Tensor y = arith("mul", BinaryOp::Mul, a, b);
   if (needs_grad({a, b})) {
@@ -336,7 +336,7 @@ Tensor mul(const Tensor& a0, const Tensor& b0) {
 }
 
 Tensor div(const Tensor& a0, const Tensor& b0) {
-  auto in = amp::autocast_many("div", {a0, b0});
+  auto in = amp::autocast_many(amp::list_policy(BinaryOp::Div), {a0, b0});
   const Tensor &a = in[0], &b = in[1];
   Tensor y = arith("div", BinaryOp::Div, a, b);
   if (needs_grad({a, b})) {
@@ -385,7 +385,7 @@ Tensor logical_or(const Tensor& a, const Tensor& b) { return compare("logical_or
 Tensor where(const Tensor& cond, const Tensor& a0, const Tensor& b0) {
   MT_CHECK(cond.dtype() == DType::Bool, "where", "condition must be a bool tensor, got ", dtype_name(cond.dtype()));
   launch::check_same_device("where", {cond, a0, b0});
-  auto in = amp::autocast_many("where", {a0, b0});
+  auto in = amp::autocast_many(autocast_where, {a0, b0});
   DType t = result_type(in[0], in[1]);
   Tensor a = in[0].dtype() == t ? in[0] : in[0].to(t);
   Tensor b = in[1].dtype() == t ? in[1] : in[1].to(t);

@@ -37,7 +37,7 @@ Tensor bmm3(const Tensor& a0, const Tensor& b0) {
 }  // namespace
 
 Tensor matmul(const Tensor& a0, const Tensor& b0) {
-  auto in = amp::autocast_many("matmul", {a0, b0});
+  auto in = amp::autocast_many(autocast_matmul, {a0, b0});
   Tensor a = in[0], b = in[1];
   launch::check_same_device("matmul", {a, b});
   MT_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul", "both arguments need at least 1 dimension, got ", describe({a, b}));

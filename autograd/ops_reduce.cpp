@@ -52,7 +52,7 @@ Tensor restore_dim(const Tensor& rows, const Tensor& x, int64_t dim) {
 }  // namespace
 
 Tensor sum(const Tensor& x0, const Shape& dims_in, bool keepdim) {
-  Tensor x = amp::autocast_one("sum", x0);
+  Tensor x = amp::autocast_one(amp::list_policy(ReduceOp::Sum), x0);
   auto dims = reduction_dims(dims_in, x.dim(), "sum");
   DType out_t = is_floating(x.dtype()) ? x.dtype() : DType::Int64;
   Tensor y = launch::reduce(ReduceOp::Sum, x, dims, keepdim, out_t);
@@ -65,7 +65,7 @@ Tensor sum(const Tensor& x0, const Shape& dims_in, bool keepdim) {
 }
 
 Tensor mean(const Tensor& x0, const Shape& dims_in, bool keepdim) {
-  Tensor x = amp::autocast_one("mean", x0);
+  Tensor x = amp::autocast_one(autocast_mean, x0);
   MT_CHECK(is_floating(x.dtype()), "mean", "expected a floating-point input, got ", dtype_name(x.dtype()),
            " (convert with .to(mt::kFloat32))");
   auto dims = reduction_dims(dims_in, x.dim(), "mean");
@@ -73,7 +73,7 @@ Tensor mean(const Tensor& x0, const Shape& dims_in, bool keepdim) {
 }
 
 Tensor prod(const Tensor& x0, int64_t dim_in, bool keepdim) {
-  Tensor x = amp::autocast_one("prod", x0);
+  Tensor x = amp::autocast_one(amp::list_policy(ReduceOp::Prod), x0);
   int64_t dim = wrap_dim(dim_in, x.dim(), "prod");
   Tensor y = launch::reduce(ReduceOp::Prod, x, {dim}, keepdim, x.dtype());
   if (needs_grad({x})) {
@@ -135,7 +135,7 @@ Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
 }
 
 Tensor var(const Tensor& x0, const Shape& dims_in, int64_t correction, bool keepdim) {
-  Tensor x = amp::autocast_one("var", x0);
+  Tensor x = amp::autocast_one(autocast_var, x0);
   MT_CHECK(is_floating(x.dtype()), "var", "expected a floating-point input, got ", dtype_name(x.dtype()));
   auto dims = reduction_dims(dims_in, x.dim(), "var");
   Shape kept;
@@ -156,11 +156,11 @@ Tensor var(const Tensor& x0, const Shape& dims_in, int64_t correction, bool keep
 }
 
 Tensor std(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
-  return sqrt(var(amp::autocast_one("std", x), dims, correction, keepdim));
+  return sqrt(var(amp::autocast_one(autocast_std, x), dims, correction, keepdim));
 }
 
 Tensor logsumexp(const Tensor& x0, const Shape& dims_in, bool keepdim) {
-  Tensor x = amp::autocast_one("logsumexp", x0);
+  Tensor x = amp::autocast_one(autocast_logsumexp, x0);
   auto dims = reduction_dims(dims_in, x.dim(), "logsumexp");
   Shape d(dims.begin(), dims.end());
   Tensor m = amax(x.detach(), d, true);
@@ -170,8 +170,9 @@ Tensor logsumexp(const Tensor& x0, const Shape& dims_in, bool keepdim) {
 }
 
 namespace {
-Tensor softmax_impl(const char* name, const Tensor& x0, int64_t dim_in, bool log) {
-  Tensor x = amp::autocast_one(name, x0);
+Tensor softmax_impl(const amp::OpPolicy& policy, const Tensor& x0, int64_t dim_in, bool log) {
+  const char* name = policy.name();
+  Tensor x = amp::autocast_one(policy, x0);
   MT_CHECK(is_floating(x.dtype()), name, "expected a floating-point input, got ", dtype_name(x.dtype()));
   int64_t dim = wrap_dim(dim_in, x.dim(), name);
   if (x.dim() == 0) x = x.reshape({1});
@@ -192,8 +193,8 @@ Tensor softmax_impl(const char* name, const Tensor& x0, int64_t dim_in, bool log
 }
 }  // namespace
 
-Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl("softmax", x, dim, false); }
-Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl("log_softmax", x, dim, true); }
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(autocast_softmax, x, dim, false); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(autocast_log_softmax, x, dim, true); }
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {
   if (x.sizes() == shape) return x;

@@ -304,7 +304,7 @@ Tensor Tensor::detach() const { return make_view(*this, sizes(), strides(), offs
 
 Tensor cat(const std::vector<Tensor>& ts0, int64_t dim_in) {
   MT_CHECK(!ts0.empty(), "cat", "expected a non-empty list of tensors");
-  std::vector<Tensor> ts = amp::autocast_many("cat", ts0);
+  std::vector<Tensor> ts = amp::autocast_many(autocast_cat, ts0);
   const Tensor& ref = ts[0];
   MT_CHECK(ref.dim() > 0, "cat", "zero-dimensional tensors cannot be concatenated");
   int64_t dim = wrap_dim(dim_in, ref.dim(), "cat");
@@ -350,7 +350,7 @@ Tensor cat(const std::vector<Tensor>& ts0, int64_t dim_in) {
 
 Tensor stack(const std::vector<Tensor>& ts0, int64_t dim) {
   MT_CHECK(!ts0.empty(), "stack", "expected a non-empty list of tensors");
-  const std::vector<Tensor> ts = amp::autocast_many("stack", ts0);
+  const std::vector<Tensor> ts = amp::autocast_many(autocast_stack, ts0);
   dim = wrap_dim(dim, ts[0].dim() + 1, "stack");
   std::vector<Tensor> us;
   for (size_t i = 0; i < ts.size(); ++i) {
@@ -453,7 +453,7 @@ Tensor gather(const Tensor& x, int64_t dim_in, const Tensor& index) {
 }
 
 Tensor scatter_add(const Tensor& x0, int64_t dim_in, const Tensor& index, const Tensor& src0) {
-  auto in = amp::autocast_many("scatter_add", {x0, src0});
+  auto in = amp::autocast_many(autocast_scatter_add, {x0, src0});
   Tensor x = in[0], src = in[1].dtype() == in[0].dtype() ? in[1] : in[1].to(in[0].dtype());
   int64_t dim = wrap_dim(dim_in, x.dim(), "scatter_add");
   launch::check_same_device("scatter_add", {x, index, src});

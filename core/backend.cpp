@@ -27,27 +27,13 @@ const char* op_name(ReduceOp op) {
 }
 #undef MT_NAME_CASE
 
-const Backend& cpu_backend() {
-  static const Backend table{
-      .copy = cpu::copy,
-      .fill = cpu::fill,
-      .unary = cpu::unary,
-      .binary = cpu::binary,
-      .where = cpu::where,
-      .reduce = cpu::reduce,
-      .var_mean = cpu::var_mean,
-      .softmax = cpu::softmax,
-      .matmul = cpu::matmul,
-      .index_select = cpu::index_select,
-      .gather = cpu::gather,
-      .scatter_add = cpu::scatter_add,
-      .accumulate_grad = cpu::accumulate_grad,
-      .fused_optimizer_step = cpu::fused_optimizer_step,
-      .update_scale = cpu::update_scale,
-      .dropout_mask = cpu::dropout_mask,
-  };
-  return table;
-}
+namespace cpu {
+namespace {
+const Backend kBackend{MT_BACKEND_KERNELS(MT_BACKEND_TABLE_ENTRY)};
+}  // namespace
+}  // namespace cpu
+
+const Backend& cpu_backend() { return cpu::kBackend; }
 
 namespace {
 
@@ -60,32 +46,18 @@ namespace {
 // The profiled twin of the table Inner() returns.
 template <const Backend& (*Inner)()>
 const Backend& profiled() {
-#define MT_ENTRY(entry) MT_PROFILED_ENTRY(Backend, Inner, entry, #entry)
-#define MT_OP_ENTRY(entry) MT_PROFILED_OP_ENTRY(Backend, Inner, entry, op_name)
-  static const Backend t{
-      MT_ENTRY(copy),
-      MT_ENTRY(fill),
-      MT_OP_ENTRY(unary),
-      MT_OP_ENTRY(binary),
-      MT_ENTRY(where),
-      MT_OP_ENTRY(reduce),
-      MT_ENTRY(var_mean),
-      .softmax =
-          [](const Tensor& in, const Tensor& out, bool log) {
-            profiler::detail::call_in_range<Backend, Inner, &Backend::softmax>(log ? "log_softmax" : "softmax", in, out,
-                                                                               log);
-          },
-      MT_ENTRY(matmul),
-      MT_ENTRY(index_select),
-      MT_ENTRY(gather),
-      MT_ENTRY(scatter_add),
-      MT_ENTRY(accumulate_grad),
-      MT_ENTRY(fused_optimizer_step),
-      MT_ENTRY(update_scale),
-      MT_ENTRY(dropout_mask),
-  };
+#define MT_PROFILED_Named(entry) MT_PROFILED_ENTRY(Backend, Inner, entry, #entry)
+#define MT_PROFILED_ByOp(entry) MT_PROFILED_OP_ENTRY(Backend, Inner, entry, op_name)
+#define MT_PROFILED_Softmax(entry)                                                                                   \
+  .entry = [](const Tensor& in, const Tensor& out, bool log) {                                                       \
+    profiler::detail::call_in_range<Backend, Inner, &Backend::entry>(log ? "log_softmax" : "softmax", in, out, log); \
+  }
+#define MT_ENTRY(name, params, range) MT_PROFILED_##range(name),
+  static const Backend t{MT_BACKEND_KERNELS(MT_ENTRY)};
 #undef MT_ENTRY
-#undef MT_OP_ENTRY
+#undef MT_PROFILED_Named
+#undef MT_PROFILED_ByOp
+#undef MT_PROFILED_Softmax
   return t;
 }
 

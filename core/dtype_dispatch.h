@@ -9,6 +9,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/scalar.h"
 
 // Forced inline on both sides: the CPU loops vectorize only with the element math inlined
 // (GCC 12 left the SGD functor a call inside the fused step's loop, which stayed scalar).
@@ -48,6 +49,18 @@ struct DtypeDispatch {
       return Convert::to_bf16(static_cast<float>(v));
     else
       return static_cast<To>(v);
+  }
+
+  // A Scalar as T for fill-like ops, the same on every device: bool is != 0, floating types
+  // through double, integers exactly (an error naming `op` for a fractional or huge value).
+  template <typename T>
+  static T from_scalar(const Scalar& value, const char* op) {
+    if constexpr (std::is_same_v<T, bool>)
+      return value.to_double() != 0.0;
+    else if constexpr (std::is_floating_point_v<acc<T>>)
+      return cast<T>(value.to_double());
+    else
+      return cast<T>(value.to_int(op));
   }
 
   // Calls f.template operator()<T>() with T this device's C++ type of `t`.

@@ -205,8 +205,8 @@ MT_BACKWARD_FROM_OUTPUT(TanhBackwardFromOutput, g*(T(1) - y * y));
   X(Reciprocal, "reciprocal", Reciprocal, Floating, Fp32)                       \
   X(Square, "square", Square, Numeric, PassThrough)                             \
   X(LogicalNot, "logical_not", LogicalNot, AnyToBool, PassThrough)              \
-  X(PowScalar, "pow", PowScalar, Floating, Fp32) /* x ^ a */                    \
-  X(Clamp, "clamp", Clamp, Numeric, PassThrough) /* min(max(x, a), b) */        \
+  X(PowScalar, "pow_scalar", PowScalar, Floating, Fp32) /* x ^ a */             \
+  X(Clamp, "clamp", Clamp, Numeric, PassThrough)        /* min(max(x, a), b) */ \
   X(IsFinite, "isfinite", IsFinite, FloatingToBool, PassThrough)
 
 #define MT_BINARY_OPS(X)                                                                             \

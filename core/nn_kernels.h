@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 
+#include "core/nn_math.h"
 #include "core/tensor.h"
 
 namespace mantissa {
@@ -123,6 +124,11 @@ struct NnKernels {
 namespace cpu {
 MT_NN_KERNELS(MT_NN_DECLARATION)
 }  // namespace cpu
+
+// The window scan of a max pool (core/nn_math.h) with g's geometry, for every device's kernel.
+MT_HOST_DEVICE math::MaxPoolWindow max_pool_window(const Pool2dGeometry& g) {
+  return {g.H, g.W, g.KH, g.KW, g.SH, g.SW, g.PH, g.PW, g.DH, g.DW};
+}
 
 // The [N, C, S] view of a batch-norm input (S: the product of the spatial dims), shared by
 // every device's batch-norm kernels.

@@ -71,6 +71,29 @@ MT_HOST_DEVICE bool max_pool_takes(T v, T best) {
   return v > best || v != v;
 }
 
+// The scan of one max-pooling window over an [H, W] plane for output (oh, ow): the maximum (in A)
+// and its flat position h * W + w. As PyTorch: the first real element starts, the first maximum
+// in window order wins, NaN propagates. load(at) reads the plane's element `at` as A. The CPU's
+// general case and the CUDA kernel both scan with it.
+struct MaxPoolWindow {
+  int64_t H, W, KH, KW, SH, SW, PH, PW, DH, DW;
+  template <typename A, typename Load>
+  MT_HOST_DEVICE void scan(int64_t oh, int64_t ow, Load load, A& best_value, int64_t& best_at) const {
+    const DilatedRange rh = max_window(oh, H, KH, SH, PH, DH);
+    const DilatedRange rw = max_window(ow, W, KW, SW, PW, DW);
+    best_at = rh.begin * W + rw.begin;
+    best_value = -A(INFINITY);
+    for (int64_t h = rh.begin; h < rh.end; h += DH)
+      for (int64_t w = rw.begin; w < rw.end; w += DW) {
+        const A v = load(h * W + w);
+        if (max_pool_takes(v, best_value)) {
+          best_value = v;
+          best_at = h * W + w;
+        }
+      }
+  }
+};
+
 // Adaptive pooling: output cell o of `out` covers input [start, end) of `in`.
 MT_HOST_DEVICE int64_t adaptive_start(int64_t o, int64_t in, int64_t out) { return (o * in) / out; }
 MT_HOST_DEVICE int64_t adaptive_end(int64_t o, int64_t in, int64_t out) { return ((o + 1) * in + out - 1) / out; }

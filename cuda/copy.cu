@@ -39,13 +39,7 @@ void fill(const Tensor& dst, const Scalar& value) {
   if (n == 0) return;
   const int dev = dst.device().index;
   dispatch_all(dst.dtype(), [&]<typename T>() {
-    T v;
-    if constexpr (std::is_same_v<T, bool>)
-      v = value.to_double() != 0.0;
-    else if constexpr (std::is_floating_point_v<acc_t<T>>)
-      v = cast_to<T>(value.to_double());
-    else
-      v = cast_to<T>(value.to_int());
+    const T v = Dtypes::from_scalar<T>(value, "fill");
     DeviceGuard g(dev);
     auto ix = make_indexer<1>(dst.sizes(), {dst.strides()}, "fill");
     fill_kernel<T><<<grid_for(n, dev), kBlock, 0, current_stream(dev)>>>(ix, n, dptr<T>(dst), v);

@@ -18,20 +18,10 @@ __global__ void max_pool2d_kernel(const T* x, T* y, int64_t* indices, Pool2dGeom
   MT_GRID_LOOP(i, total) {
     const int64_t ow = i % g.OW, oh = (i / g.OW) % g.OH, plane = i / (g.OW * g.OH);
     const T* xp = x + plane * g.H * g.W;
-    const math::DilatedRange rh = math::max_window(oh, g.H, g.KH, g.SH, g.PH, g.DH);
-    const math::DilatedRange rw = math::max_window(ow, g.W, g.KW, g.SW, g.PW, g.DW);
-    int64_t best = rh.begin * g.W + rw.begin;
-    A bv = -A(INFINITY);
-    for (int64_t h = rh.begin; h < rh.end; h += g.DH)
-      for (int64_t w = rw.begin; w < rw.end; w += g.DW) {
-        const A v = cast_to<A>(xp[h * g.W + w]);
-        if (math::max_pool_takes(v, bv)) {
-          bv = v;
-          best = h * g.W + w;
-        }
-      }
+    A bv;
+    max_pool_window(g).scan(
+        oh, ow, [xp](int64_t at) { return cast_to<A>(xp[at]); }, bv, indices[i]);
     y[i] = cast_to<T>(bv);
-    indices[i] = best;
   }
 }
 

@@ -13,30 +13,12 @@ namespace mantissa {
 
 namespace cuda {
 namespace {
+const Backend kKernels{MT_BACKEND_KERNELS(MT_BACKEND_TABLE_ENTRY)};
 const NnKernels kNnKernels{MT_NN_KERNELS(MT_NN_TABLE_ENTRY)};
 }  // namespace
 }  // namespace cuda
 
 namespace {
-
-const Backend kKernels{
-    .copy = cuda::copy,
-    .fill = cuda::fill,
-    .unary = cuda::unary,
-    .binary = cuda::binary,
-    .where = cuda::where,
-    .reduce = cuda::reduce,
-    .var_mean = cuda::var_mean,
-    .softmax = cuda::softmax,
-    .matmul = cuda::matmul,
-    .index_select = cuda::index_select,
-    .gather = cuda::gather,
-    .scatter_add = cuda::scatter_add,
-    .accumulate_grad = cuda::accumulate_grad,
-    .fused_optimizer_step = cuda::fused_optimizer_step,
-    .update_scale = cuda::update_scale,
-    .dropout_mask = cuda::dropout_mask,
-};
 
 // Header-only NVTX 3: with no profiler attached, each call checks an injection pointer.
 void nvtx_push(const char* name) { nvtxRangePushA(name); }
@@ -46,7 +28,7 @@ void nvtx_pop() { nvtxRangePop(); }
 
 void register_cuda_backend() {
   register_backend(DeviceType::CUDA, DeviceBackend{
-                                         .kernels = &kKernels,
+                                         .kernels = &cuda::kKernels,
                                          .nn = &cuda::kNnKernels,
                                          .device_count = cuda::runtime_device_count,
                                          .allocator = cuda::device_allocator,

@@ -32,7 +32,7 @@ Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) { return x.f
 // One node for the whole of x W^T + b: the weight gradient is a single GEMM over all
 // leading dims (x [B, T, in] -> [B*T, in]) rather than one per batch entry and a sum.
 Tensor linear(const Tensor& x0, const Tensor& w0, const Tensor& b0) {
-  auto in = amp::autocast_many("linear", {x0, w0, b0});
+  auto in = amp::autocast_many(autocast_linear, {x0, w0, b0});
   const Tensor &x = in[0], &w = in[1], &b = in[2];
   MT_CHECK(x.defined() && w.defined(), "linear", "input and weight must be defined");
   launch::check_same_device("linear", {x, w, b});

@@ -19,15 +19,6 @@ void check_at_least(const char* op, const char* what, Size2 v, int64_t min) {
   MT_CHECK(v.h >= min && v.w >= min, op, what, " must be >= ", min, ", got ", v);
 }
 
-// x as [N, C, H, W]: an unbatched [C, H, W] input gains N = 1.
-Tensor batched(const char* op, const Tensor& x, bool& unbatched) {
-  MT_CHECK(x.defined() && (x.dim() == 3 || x.dim() == 4), op,
-           "expected a 3-D [C, H, W] or 4-D [N, C, H, W] input, got ", describe({x}));
-  MT_CHECK(is_floating(x.dtype()), op, "expected a floating-point input, got ", describe({x}));
-  unbatched = x.dim() == 3;
-  return unbatched ? x.unsqueeze(0) : x;
-}
-
 Conv2dGeometry geometry(const char* op, const Shape& x4, Size2 kernel, Size2 stride, Size2 padding, Size2 dilation) {
   check_at_least(op, "kernel_size", kernel, 1);
   check_at_least(op, "stride", stride, 1);
@@ -111,7 +102,7 @@ Tensor fold(const Tensor& cols0, Size2 output_size, Size2 kernel_size, const Unf
 }
 
 Tensor conv2d(const Tensor& x0, const Tensor& w0, const Tensor& b0, const Conv2dFuncOptions& o) {
-  auto in = amp::autocast_many("conv2d", {x0, w0, b0});
+  auto in = amp::autocast_many(autocast_conv2d, {x0, w0, b0});
   bool unbatched;
   Tensor x = batched("conv2d", in[0], unbatched);
   const Tensor &w = in[1], &b = in[2];

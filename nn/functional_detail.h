@@ -29,4 +29,14 @@ Fn kernel(const Tensor& x, const char* op, Fn NnKernels::*entry) {
   return fn;
 }
 
+// x as [N, C, H, W] for the 2-D spatial ops (conv, unfold, pooling): an unbatched [C, H, W]
+// input gains N = 1, and `unbatched` says so (the op drops it again from its result).
+inline Tensor batched(const char* op, const Tensor& x, bool& unbatched) {
+  MT_CHECK(x.defined() && (x.dim() == 3 || x.dim() == 4), op,
+           "expected a 3-D [C, H, W] or 4-D [N, C, H, W] input, got ", describe({x}));
+  MT_CHECK(is_floating(x.dtype()), op, "expected a floating-point input, got ", describe({x}));
+  unbatched = x.dim() == 3;
+  return unbatched ? x.unsqueeze(0) : x;
+}
+
 }  // namespace mantissa::nn::detail

@@ -82,7 +82,7 @@ Tensor counted_weight(const Tensor& tgt, const Tensor& wA, int64_t ignore_index,
 namespace functional {
 
 Tensor cross_entropy(const Tensor& input0, const Tensor& target, const CrossEntropyOptions& o) {
-  auto in = amp::autocast_many("cross_entropy", {input0, o.weight});
+  auto in = amp::autocast_many(autocast_cross_entropy, {input0, o.weight});
   const Tensor &x = in[0], &weight = in[1];
   const int64_t C = check_class_target("cross_entropy", x, target, weight);
   MT_CHECK(o.label_smoothing >= 0 && o.label_smoothing <= 1, "cross_entropy", "label_smoothing must be in [0, 1], got ",
@@ -145,7 +145,7 @@ Tensor cross_entropy(const Tensor& input0, const Tensor& target, const CrossEntr
 }
 
 Tensor nll_loss(const Tensor& input0, const Tensor& target, const NllLossOptions& o) {
-  auto in = amp::autocast_many("nll_loss", {input0, o.weight});
+  auto in = amp::autocast_many(autocast_nll_loss, {input0, o.weight});
   const Tensor &x0 = in[0], &weight = in[1];
   const int64_t C = check_class_target("nll_loss", x0, target, weight);
   Tensor x = x0.dim() == 1 ? x0.unsqueeze(0) : x0;
@@ -173,7 +173,7 @@ Tensor nll_loss(const Tensor& input0, const Tensor& target, const NllLossOptions
 }
 
 Tensor mse_loss(const Tensor& input0, const Tensor& target0, Reduction reduction) {
-  auto in = amp::autocast_many("mse_loss", {input0, target0});
+  auto in = amp::autocast_many(autocast_mse_loss, {input0, target0});
   const Tensor &x = in[0], &y = in[1];
   MT_CHECK(x.defined() && y.defined() && x.sizes() == y.sizes(), "mse_loss",
            "input and target must have the same shape, got ", describe({x, y}));
@@ -184,7 +184,7 @@ Tensor mse_loss(const Tensor& input0, const Tensor& target0, Reduction reduction
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input0, const Tensor& target0, const BceWithLogitsOptions& o) {
-  auto in = amp::autocast_many("binary_cross_entropy_with_logits", {input0, target0, o.weight, o.pos_weight});
+  auto in = amp::autocast_many(autocast_binary_cross_entropy_with_logits, {input0, target0, o.weight, o.pos_weight});
   const Tensor &x = in[0], &y = in[1], &w = in[2], &pw = in[3];
   const char* op = "binary_cross_entropy_with_logits";
   MT_CHECK(x.defined() && y.defined() && x.sizes() == y.sizes(), op,

@@ -4,9 +4,10 @@
 // second derivatives are exact.
 #include "nn/functional_detail.h"
 
-// Autocast categories of the ops defined here (core/autocast_policy.h). batch_norm has none:
+// Autocast categories of the ops defined here (core/autocast_policy.h). batch_norm passes through:
 // it runs in its input's dtype (fp16/bf16 activations stay so, as in PyTorch), with fp32
 // parameters, statistics and running estimates, which saves a cast on each side of it.
+MT_DECLARE_CAST_POLICY(batch_norm, PassThrough);
 MT_DECLARE_CAST_POLICY(layer_norm, Fp32);
 
 namespace mantissa::nn {
@@ -51,7 +52,7 @@ namespace functional {
 
 Tensor batch_norm(const Tensor& x0, const Tensor& running_mean, const Tensor& running_var, const Tensor& w0,
                   const Tensor& b0, bool training, double momentum, double eps) {
-  auto in = amp::autocast_many("batch_norm", {x0, w0, b0});
+  auto in = amp::autocast_many(autocast_batch_norm, {x0, w0, b0});
   const Tensor &x = in[0], &w = in[1], &b = in[2];
   MT_CHECK(x.defined() && x.dim() >= 2, "batch_norm", "expected an input [N, C, ...] of at least 2 dims, got ",
            describe({x}));
@@ -141,7 +142,7 @@ Tensor batch_norm(const Tensor& x0, const Tensor& running_mean, const Tensor& ru
 }
 
 Tensor layer_norm(const Tensor& x0, const Shape& normalized_shape, const Tensor& w0, const Tensor& b0, double eps) {
-  auto in = amp::autocast_many("layer_norm", {x0, w0, b0});
+  auto in = amp::autocast_many(autocast_layer_norm, {x0, w0, b0});
   const Tensor &x = in[0], &w = in[1], &b = in[2];
   const int64_t k = int64_t(normalized_shape.size());
   MT_CHECK(x.defined() && k >= 1 && x.dim() >= k && Shape(x.sizes().end() - k, x.sizes().end()) == normalized_shape,

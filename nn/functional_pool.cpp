@@ -12,14 +12,6 @@ using namespace detail;
 
 namespace {
 
-Tensor batched(const char* op, const Tensor& x, bool& unbatched) {
-  MT_CHECK(x.defined() && (x.dim() == 3 || x.dim() == 4), op,
-           "expected a 3-D [C, H, W] or 4-D [N, C, H, W] input, got ", describe({x}));
-  MT_CHECK(is_floating(x.dtype()), op, "expected a floating-point input, got ", describe({x}));
-  unbatched = x.dim() == 3;
-  return unbatched ? x.unsqueeze(0) : x;
-}
-
 Pool2dGeometry pool_geometry(const char* op, const Tensor& x, Size2 kernel, Size2 stride, Size2 padding, Size2 dilation,
                              bool ceil_mode) {
   if (stride == Size2(0)) stride = kernel;

@@ -1,6 +1,7 @@
 // Mixed precision: the paper's three techniques (each test also shows the failure
 // when the technique is switched off), the GradScaler's state machine, autocast
 // dispatch and the dual-copy parameters.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <mantissa.h>
 
@@ -426,7 +427,8 @@ std::vector<TableCase> table_cases() {
       {"exp", [=] { return mt::exp(h); }},
       {"log", [=] { return mt::log(h); }},
       {"log1p", [=] { return mt::log1p(h); }},
-      {"pow", [=] { return mt::pow(h, 2.0); }},
+      {"pow_scalar", [=] { return mt::pow(h, 2.0); }},
+      {"pow", [=] { return mt::pow(h, h); }},
       {"rsqrt", [=] { return mt::rsqrt(h); }},
       {"reciprocal", [=] { return mt::reciprocal(h); }},
       {"softplus", [=] { return mt::softplus(h); }},
@@ -487,4 +489,20 @@ TEST(Autocast, EveryTableEntryIsReachedByItsOp) {
   for (const auto& [op, policy] : mt::amp::builtin_cast_policy_table())
     EXPECT_TRUE(exercised.count(op)) << "table entry '" << op << "' (" << mt::amp::policy_name(policy)
                                      << ") is not exercised here: does the op exist?";
+}
+
+// Each built-in entry has its own name (a second declaration of a name would shadow the first).
+TEST(Autocast, PolicyNamesAreUnique) { EXPECT_THAT(mt::amp::duplicate_policy_names(), ::testing::IsEmpty()); }
+
+// A user override goes through the op's typed entry: the op sees it at its next call, and
+// restoring the declared policy restores the op.
+TEST(Autocast, RegisteredOverrideReachesTheTypedEntry) {
+  mt::Tensor h = mt::randn({4, 6});
+  mt::amp::Autocast ac(mt::kBFloat16);
+  EXPECT_EQ(mt::exp(h).dtype(), mt::kFloat32);
+  mt::amp::register_cast_policy("exp", mt::amp::CastPolicy::LowerPrecision);
+  EXPECT_EQ(mt::amp::cast_policy("exp"), mt::amp::CastPolicy::LowerPrecision);
+  EXPECT_EQ(mt::exp(h).dtype(), mt::kBFloat16);
+  mt::amp::register_cast_policy("exp", mt::amp::CastPolicy::Fp32);
+  EXPECT_EQ(mt::exp(h).dtype(), mt::kFloat32);
 }

@@ -142,13 +142,7 @@ void copy(const Tensor& src, const Tensor& dst) {
 
 void fill(const Tensor& dst, const Scalar& value) {
   dispatch_all(dst.dtype(), [&]<typename T>() {
-    T v;
-    if constexpr (std::is_same_v<T, bool>)
-      v = value.to_double() != 0.0;
-    else if constexpr (std::is_floating_point_v<acc_t<T>>)
-      v = cast_to<T>(value.to_double());
-    else
-      v = cast_to<T>(value.to_int("fill"));
+    const T v = Dtypes::from_scalar<T>(value, "fill");
     T* y = ptr<T>(dst);
     if (dst.is_contiguous()) {
       parallel_for(0, dst.numel(), kParallelGrain, [&](int64_t b, int64_t e) {

@@ -1,22 +1,8 @@
-// The CPU row of the dispatch table (see core/backend.h for the contracts).
+// The CPU row of the dispatch table (contracts in core/backend.h, declarations generated from
+// its kernel list).
 #pragma once
 #include "core/backend.h"
 
 namespace mantissa::cpu {
-void copy(const Tensor& src, const Tensor& dst);
-void fill(const Tensor& dst, const Scalar& value);
-void unary(UnaryOp op, const Tensor& in, const Tensor& out, double a, double b);
-void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
-void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out);
-void reduce(ReduceOp op, const Tensor& in, const Tensor& out);
-void var_mean(const Tensor& in, const Tensor& var, const Tensor& mean, int64_t correction);
-void softmax(const Tensor& in, const Tensor& out, bool log);
-void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
-void index_select(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out);
-void gather(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out);
-void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
-void accumulate_grad(const Tensor& src, const Tensor& dst, bool init, const Tensor& found_inf);
-void fused_optimizer_step(const FusedStepArgs& args);
-void update_scale(const Tensor& scale, const Tensor& counters, const Tensor& found_inf, const math::ScaleUpdate& rule);
-void dropout_mask(const Tensor& out, double p, uint64_t seed);
+MT_BACKEND_KERNELS(MT_BACKEND_DECLARATION)
 }  // namespace mantissa::cpu

@@ -100,25 +100,14 @@ void max_pool2d(const Tensor& x, const Tensor& y, const Tensor& indices, const P
       if constexpr (std::is_same_v<A, float>) {
         if (is_plain_2x2(g)) return max_pool_2x2_plane(xp, yp, ip, g);
       }
-      for (int64_t oh = 0; oh < g.OH; ++oh) {
-        const math::DilatedRange rh = math::max_window(oh, g.H, g.KH, g.SH, g.PH, g.DH);
+      const math::MaxPoolWindow window = max_pool_window(g);
+      for (int64_t oh = 0; oh < g.OH; ++oh)
         for (int64_t ow = 0; ow < g.OW; ++ow) {
-          const math::DilatedRange rw = math::max_window(ow, g.W, g.KW, g.SW, g.PW, g.DW);
-          // As PyTorch: start at the first real element; NaN propagates.
-          int64_t best = rh.begin * g.W + rw.begin;
-          A bv = -std::numeric_limits<A>::infinity();
-          for (int64_t h = rh.begin; h < rh.end; h += g.DH)
-            for (int64_t w = rw.begin; w < rw.end; w += g.DW) {
-              const A v = cast_to<A>(xp[h * g.W + w]);
-              if (math::max_pool_takes(v, bv)) {
-                bv = v;
-                best = h * g.W + w;
-              }
-            }
+          A bv;
+          window.scan(
+              oh, ow, [xp](int64_t at) { return cast_to<A>(xp[at]); }, bv, ip[oh * g.OW + ow]);
           yp[oh * g.OW + ow] = cast_to<T>(bv);
-          ip[oh * g.OW + ow] = best;
         }
-      }
     });
   });
 }
