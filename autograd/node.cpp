@@ -2,6 +2,7 @@
 #include "autograd/node.h"
 
 #include <atomic>
+#include <cctype>
 
 #include "autograd/ops.h"
 #include "core/error.h"
@@ -135,6 +136,20 @@ bool any_needs_grad(const Tensors& inputs) {
 
 bool needs_grad(std::initializer_list<Tensor> inputs) { return any_needs_grad(inputs); }
 bool needs_grad(const std::vector<Tensor>& inputs) { return any_needs_grad(inputs); }
+
+std::string backward_node_name(const std::string& op) {
+  std::string out;
+  bool upper = true;
+  for (char c : op) {
+    if (c == '_' || c == '.') {
+      upper = true;
+      continue;
+    }
+    out += upper ? char(std::toupper(static_cast<unsigned char>(c))) : c;
+    upper = false;
+  }
+  return out + "Backward";
+}
 
 void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output, BackwardFn fn) {
   auto node = std::make_shared<FunctionNode>(name, std::move(fn));

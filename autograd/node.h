@@ -40,8 +40,13 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t);
 // `needs[i]` says whether input i wants a gradient (skip work where it does not).
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad, const std::vector<bool>& needs)>;
 
+// The one naming rule of backward nodes: the op's name in CamelCase + "Backward" ("linear" ->
+// "LinearBackward", "max_pool2d_backward" -> "MaxPool2dBackwardBackward").
+std::string backward_node_name(const std::string& op);
+
+// The node an op records (record() in autograd/op_helpers.h), named after the op by the rule above.
 struct FunctionNode final : Node {
-  FunctionNode(std::string name, BackwardFn fn) : name_(std::move(name)), fn_(std::move(fn)) {}
+  FunctionNode(const std::string& op, BackwardFn fn) : name_(backward_node_name(op)), fn_(std::move(fn)) {}
   std::string name() const override { return name_; }
   std::vector<Tensor> apply(const Tensor& grad_output) override;
   void release() override;
@@ -63,7 +68,8 @@ struct AccumulateGrad final : Node {
 // True when grad mode is on and any input requires grad: the op must record a node.
 bool needs_grad(std::initializer_list<Tensor> inputs);
 bool needs_grad(const std::vector<Tensor>& inputs);
-// Makes `output` a non-leaf produced by `fn` from `inputs` (call only when needs_grad).
+// Makes `output` a non-leaf produced by `fn` from `inputs` (call only when needs_grad); `name`
+// is the op's own name ("mul", "linear"): the node is named <Op>Backward from it.
 void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output, BackwardFn fn);
 
 // A tensor kept for backward. Detects in-place modification through the version counter.

@@ -146,7 +146,7 @@ Tensor scaled_dot_product_attention(const Tensor& q0, const Tensor& k0, const Te
   nn_kernel(q, kSdpa, &NnKernels::attention_forward)(qf, kf, vf, mask,
                                                      make_view(out, {G, g.L, g.Ev}, {g.L * g.Ev, g.Ev, 1}, 0), lse, g);
   if (needs_grad({q, k, v})) {
-    record("ScaledDotProductAttentionBackward", {q, k, v}, out,
+    record("scaled_dot_product_attention", {q, k, v}, out,
            [sq = SavedTensor(qf), sk = SavedTensor(kf), sv = SavedTensor(vf), mask, lse, g, lead](
                const Tensor& gy, const std::vector<bool>& need) {
              MT_CHECK(!GradMode::is_enabled(), kSdpa,

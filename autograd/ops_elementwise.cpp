@@ -92,21 +92,20 @@ constexpr double kInvSqrt2Pi = 0.39894228040143267794;
 Tensor neg(const Tensor& x) {
   MT_CHECK(x.dtype() != DType::Bool, "neg", "negation of a bool tensor is not supported, use logical_not");
   Tensor y = launch::unary(UnaryOp::Neg, x);
-  if (needs_grad({x})) record("NegBackward", {x}, y, [](const Tensor& g, auto&) { return Grads{-g}; });
+  if (needs_grad({x})) record("neg", {x}, y, [](const Tensor& g, auto&) { return Grads{-g}; });
   return y;
 }
 
 Tensor abs(const Tensor& x) {
   Tensor y = launch::unary(UnaryOp::Abs, x);
   if (needs_grad({x}))
-    record("AbsBackward", {x}, y,
-           [sx = SavedTensor(x)](const Tensor& g, auto&) { return Grads{g * sign(sx.unpack())}; });
+    record("abs", {x}, y, [sx = SavedTensor(x)](const Tensor& g, auto&) { return Grads{g * sign(sx.unpack())}; });
   return y;
 }
 
 Tensor sign(const Tensor& x) {
   Tensor y = launch::unary(UnaryOp::Sign, x);
-  if (needs_grad({x})) record("SignBackward", {x}, y, [](const Tensor& g, auto&) { return Grads{zeros_like(g)}; });
+  if (needs_grad({x})) record("sign", {x}, y, [](const Tensor& g, auto&) { return Grads{zeros_like(g)}; });
   return y;
 }
 
@@ -206,8 +205,7 @@ Tensor reciprocal(const Tensor& x) {
 Tensor square(const Tensor& x) {
   Tensor y = launch::unary(UnaryOp::Square, x);
   if (needs_grad({x}))
-    record("SquareBackward", {x}, y,
-           [sx = SavedTensor(x)](const Tensor& g, auto&) { return Grads{g * sx.unpack() * 2.0}; });
+    record("square", {x}, y, [sx = SavedTensor(x)](const Tensor& g, auto&) { return Grads{g * sx.unpack() * 2.0}; });
   return y;
 }
 
@@ -216,7 +214,7 @@ Tensor pow(const Tensor& x0, const Scalar& e) {
   double ed = e.to_double();
   Tensor y = unary_float(UnaryOp::PowScalar, x, ed);
   if (needs_grad({x})) {
-    record("PowBackward", {x}, y, [sx = SavedTensor(x), ed](const Tensor& g, auto&) {
+    record("pow", {x}, y, [sx = SavedTensor(x), ed](const Tensor& g, auto&) {
       if (ed == 0.0) return Grads{zeros_like(g)};
       return Grads{g * pow(sx.unpack(), ed - 1.0) * ed};
     });
@@ -230,7 +228,7 @@ Tensor pow(const Tensor& a0, const Tensor& b0) {
   DType t = float_type(result_type(a, b));
   Tensor y = launch::binary(BinaryOp::Pow, a, b, t, t);
   if (needs_grad({a, b})) {
-    record("PowBackward", {a, b}, y,
+    record("pow", {a, b}, y,
            [sa = SavedTensor(a), sb = SavedTensor(b), sy = SavedTensor(y, true)](const Tensor& g, auto& need) {
              Tensor a = sa.unpack(), b = sb.unpack();
              Tensor ga, gb;
@@ -251,7 +249,7 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi
   double l = lo ? lo->to_double() : -INFINITY, h = hi ? hi->to_double() : INFINITY;
   Tensor y = launch::unary(UnaryOp::Clamp, x, l, h);
   if (needs_grad({x})) {
-    record("ClampBackward", {x}, y, [sx = SavedTensor(x), l, h](const Tensor& g, auto&) {
+    record("clamp", {x}, y, [sx = SavedTensor(x), l, h](const Tensor& g, auto&) {
       Tensor x = sx.unpack();
       return Grads{g * logical_and(x >= l, x <= h).to(g.dtype())};
     });
@@ -300,7 +298,7 @@ Tensor add(const Tensor& a0, const Tensor& b0, const Scalar& alpha) {
   Tensor bs = alpha.to_double() == 1.0 ? b : b * alpha;
   Tensor y = arith("add", BinaryOp::Add, a, bs);
   if (needs_grad({a, bs})) {
-    record("AddBackward", {a, bs}, y,
+    record("add", {a, bs}, y,
            [sa = a.sizes(), ta = a.dtype(), sb = bs.sizes(), tb = bs.dtype()](const Tensor& g, auto& need) {
              auto back = [&](const Shape& s, DType t) {
                Tensor r = g.sizes() == s ? g : sum_to(g, s);
@@ -325,7 +323,7 @@ Tensor mul(const Tensor& a0, const Tensor& b0) {
   if (needs_grad({a, b})) {
     // Each operand is saved only when the other's gradient needs it (as in PyTorch), so
     // `y.mul_(c)` on a non-leaf does not invalidate its own node.
-    record("MulBackward", {a, b}, y,
+    record("mul", {a, b}, y,
            [sa = SavedTensor(b.requires_grad() ? a : Tensor()), sb = SavedTensor(a.requires_grad() ? b : Tensor()),
             sza = a.sizes(), ta = a.dtype(), szb = b.sizes(), tb = b.dtype()](const Tensor& g, auto& need) {
              return Grads{need[0] ? grad_for(g * sb.unpack(), sza, ta) : Tensor(),
@@ -341,7 +339,7 @@ Tensor div(const Tensor& a0, const Tensor& b0) {
   Tensor y = arith("div", BinaryOp::Div, a, b);
   if (needs_grad({a, b})) {
     // a is needed only for b's gradient (see mul).
-    record("DivBackward", {a, b}, y,
+    record("div", {a, b}, y,
            [sa = SavedTensor(b.requires_grad() ? a : Tensor()), sb = SavedTensor(b), sza = a.sizes(), ta = a.dtype()](
                const Tensor& g, auto& need) {
              Tensor b = sb.unpack();
@@ -393,7 +391,7 @@ Tensor where(const Tensor& cond, const Tensor& a0, const Tensor& b0) {
   Tensor y = make_tensor(shape, t, a.device());
   backend_for(a.device()).where(cond, a, b, y);
   if (needs_grad({a, b})) {
-    record("WhereBackward", {a, b}, y, [c = cond, sa = a.sizes(), sb = b.sizes(), t](const Tensor& g, auto& need) {
+    record("where", {a, b}, y, [c = cond, sa = a.sizes(), sb = b.sizes(), t](const Tensor& g, auto& need) {
       Tensor z = zeros({}, {.dtype = g.dtype(), .device = g.device()});
       Tensor ga = need[0] ? sum_to(where(c, g, z), sa) : Tensor();
       Tensor gb = need[1] ? sum_to(where(c, z, g), sb) : Tensor();

@@ -24,7 +24,7 @@ Tensor bmm3(const Tensor& a0, const Tensor& b0) {
   Tensor y = make_tensor({a.size(0), a.size(1), b.size(2)}, a.dtype(), a.device());
   if (y.numel() > 0) backend_for(a.device()).matmul(a, b, Tensor(), y);
   if (needs_grad({a, b})) {
-    record("MmBackward", {a, b}, y, [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g, auto& need) {
+    record("matmul", {a, b}, y, [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g, auto& need) {
       Tensor ga, gb;
       if (need[0]) ga = bmm3(g, sb.unpack().transpose(1, 2));
       if (need[1]) gb = bmm3(sa.unpack().transpose(1, 2), g);

@@ -57,7 +57,7 @@ Tensor sum(const Tensor& x0, const Shape& dims_in, bool keepdim) {
   DType out_t = is_floating(x.dtype()) ? x.dtype() : DType::Int64;
   Tensor y = launch::reduce(ReduceOp::Sum, x, dims, keepdim, out_t);
   if (needs_grad({x})) {
-    record("SumBackward", {x}, y, [shape = x.sizes(), dims, keepdim](const Tensor& g, auto&) {
+    record("sum", {x}, y, [shape = x.sizes(), dims, keepdim](const Tensor& g, auto&) {
       return Grads{unsqueeze_reduced(g, dims, keepdim).expand(shape)};
     });
   }
@@ -77,13 +77,12 @@ Tensor prod(const Tensor& x0, int64_t dim_in, bool keepdim) {
   int64_t dim = wrap_dim(dim_in, x.dim(), "prod");
   Tensor y = launch::reduce(ReduceOp::Prod, x, {dim}, keepdim, x.dtype());
   if (needs_grad({x})) {
-    record("ProdBackward", {x}, y,
-           [sx = SavedTensor(x), sy = SavedTensor(y, true), dim, keepdim](const Tensor& g, auto&) {
-             // d prod / d x_i = prod / x_i (inputs are assumed nonzero).
-             Tensor x = sx.unpack();
-             Tensor yk = unsqueeze_reduced(sy.unpack(), {dim}, keepdim);
-             return Grads{unsqueeze_reduced(g, {dim}, keepdim) * yk / x};
-           });
+    record("prod", {x}, y, [sx = SavedTensor(x), sy = SavedTensor(y, true), dim, keepdim](const Tensor& g, auto&) {
+      // d prod / d x_i = prod / x_i (inputs are assumed nonzero).
+      Tensor x = sx.unpack();
+      Tensor yk = unsqueeze_reduced(sy.unpack(), {dim}, keepdim);
+      return Grads{unsqueeze_reduced(g, {dim}, keepdim) * yk / x};
+    });
   }
   return y;
 }
@@ -146,7 +145,7 @@ Tensor var(const Tensor& x0, const Shape& dims_in, int64_t correction, bool keep
   backend_for(x.device()).var_mean(rows, v, m, correction);
   if (needs_grad({x})) {
     int64_t dof = count_of(x.sizes(), dims) - correction;
-    record("VarBackward", {x}, v, [sx = SavedTensor(x), dims, keepdim, dof](const Tensor& g, auto&) {
+    record("var", {x}, v, [sx = SavedTensor(x), dims, keepdim, dof](const Tensor& g, auto&) {
       Tensor x = sx.unpack();
       Tensor centered = x - mean(x, Shape(dims.begin(), dims.end()), true);
       return Grads{unsqueeze_reduced(g, dims, keepdim) * centered * (2.0 / double(dof))};

@@ -106,7 +106,7 @@ Tensor view_scatter(const Tensor& g, const Shape& shape, const Shape& sizes, con
   Tensor win = make_view(out, sizes, strides, offset);
   backend_for(g.device()).copy(g, win);
   if (needs_grad({g})) {
-    record("ViewScatterBackward", {g}, out, [sizes, strides, offset](const Tensor& gg, auto&) {
+    record("view_scatter", {g}, out, [sizes, strides, offset](const Tensor& gg, auto&) {
       Tensor c = gg.contiguous();
       return Grads{make_view(c, sizes, strides, c.offset() + offset).contiguous()};
     });
@@ -159,7 +159,7 @@ Tensor Tensor::permute(const Shape& dims) const {
   Tensor y = make_view(*this, sz, st, offset());
   if (needs_grad({*this})) {
     autograd::meta(y).is_view = true;
-    record("PermuteBackward", {*this}, y, [inverse](const Tensor& g, auto&) { return Grads{g.permute(inverse)}; });
+    record("permute", {*this}, y, [inverse](const Tensor& g, auto&) { return Grads{g.permute(inverse)}; });
   }
   return y;
 }
@@ -238,7 +238,7 @@ Tensor Tensor::expand(const Shape& shape) const {
   Tensor y = make_view(*this, sz, st, offset());
   if (needs_grad({*this})) {
     autograd::meta(y).is_view = true;
-    record("ExpandBackward", {*this}, y, [shape = sizes()](const Tensor& g, auto&) { return Grads{sum_to(g, shape)}; });
+    record("expand", {*this}, y, [shape = sizes()](const Tensor& g, auto&) { return Grads{sum_to(g, shape)}; });
   }
   return y;
 }
@@ -275,7 +275,7 @@ Tensor Tensor::unsqueeze(int64_t d) const {
 Tensor Tensor::clone() const {
   Tensor y = make_tensor(sizes(), dtype(), device());
   backend_for(device()).copy(*this, y);
-  if (needs_grad({*this})) record("CloneBackward", {*this}, y, [](const Tensor& g, auto&) { return Grads{g}; });
+  if (needs_grad({*this})) record("clone", {*this}, y, [](const Tensor& g, auto&) { return Grads{g}; });
   return y;
 }
 
@@ -285,7 +285,7 @@ Tensor Tensor::to(DType t) const {
   if (t == dtype()) return *this;
   Tensor y = launch::cast(*this, t);
   if (is_floating(t) && needs_grad({*this})) {
-    record("ToCopyBackward", {*this}, y, [from = dtype()](const Tensor& g, auto&) { return Grads{g.to(from)}; });
+    record("to_copy", {*this}, y, [from = dtype()](const Tensor& g, auto&) { return Grads{g.to(from)}; });
   }
   return y;
 }
@@ -294,7 +294,7 @@ Tensor Tensor::to(Device d) const {
   if (d == device()) return *this;
   Tensor y = launch::to_device(*this, d);
   if (needs_grad({*this}))
-    record("ToDeviceBackward", {*this}, y, [from = device()](const Tensor& g, auto&) { return Grads{g.to(from)}; });
+    record("to_device", {*this}, y, [from = device()](const Tensor& g, auto&) { return Grads{g.to(from)}; });
   return y;
 }
 
@@ -335,7 +335,7 @@ Tensor cat(const std::vector<Tensor>& ts0, int64_t dim_in) {
     std::vector<DType> dtypes;
     dtypes.reserve(ts.size());
     for (auto& x : ts) dtypes.push_back(x.dtype());
-    record("CatBackward", ts, y, [sizes, dim, dtypes](const Tensor& g, auto& need) {
+    record("cat", ts, y, [sizes, dim, dtypes](const Tensor& g, auto& need) {
       Grads out;
       int64_t o = 0;
       for (size_t i = 0; i < sizes.size(); ++i) {
@@ -423,7 +423,7 @@ Tensor index_select(const Tensor& x, int64_t dim_in, const Tensor& index) {
   Tensor y = make_tensor(shape, x.dtype(), x.device());
   backend_for(x.device()).index_select(launch::contiguous(x), dim, idx, y);
   if (needs_grad({x})) {
-    record("IndexSelectBackward", {x}, y, [shape = x.sizes(), dim, idx](const Tensor& g, auto&) {
+    record("index_select", {x}, y, [shape = x.sizes(), dim, idx](const Tensor& g, auto&) {
       // index_add into zeros: scatter_add with the index broadcast along the other dims.
       Shape view(g.dim(), 1);
       view[dim] = idx.numel();
@@ -445,7 +445,7 @@ Tensor gather(const Tensor& x, int64_t dim_in, const Tensor& index) {
   Tensor y = make_tensor(index.sizes(), x.dtype(), x.device());
   backend_for(x.device()).gather(launch::contiguous(x), dim, idx, y);
   if (needs_grad({x})) {
-    record("GatherBackward", {x}, y, [shape = x.sizes(), dim, idx](const Tensor& g, auto&) {
+    record("gather", {x}, y, [shape = x.sizes(), dim, idx](const Tensor& g, auto&) {
       return Grads{scatter_add(zeros(shape, {.dtype = g.dtype(), .device = g.device()}), dim, idx, g)};
     });
   }
@@ -468,7 +468,7 @@ Tensor scatter_add(const Tensor& x0, int64_t dim_in, const Tensor& index, const 
   backend_for(x.device()).copy(x, y);
   backend_for(x.device()).scatter_add(y, dim, idx, launch::contiguous(src));
   if (needs_grad({x, src})) {
-    record("ScatterAddBackward", {x, src}, y, [dim, idx](const Tensor& g, auto& need) {
+    record("scatter_add", {x, src}, y, [dim, idx](const Tensor& g, auto& need) {
       return Grads{need[0] ? g : Tensor(), need[1] ? gather(g, dim, idx) : Tensor()};
     });
   }

@@ -26,23 +26,6 @@ bool ends_with(const std::string& s, const char* suffix) {
 }
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
-// An autograd node's range, named after its forward op in the torch style: "linear" ->
-// "LinearBackward", "cross_entropy" -> "CrossEntropyBackward"; "MulBackward" stays.
-std::string backward_node_name(const std::string& node) {
-  if (ends_with(node, "Backward") || ends_with(node, "Grad")) return node;
-  std::string out;
-  bool upper = true;
-  for (char c : node) {
-    if (c == '_' || c == '.') {
-      upper = true;
-      continue;
-    }
-    out += upper ? char(std::toupper(static_cast<unsigned char>(c))) : c;
-    upper = false;
-  }
-  return out + "Backward";
-}
-
 // The phase of an outermost range (or of a range directly inside a "train_step" range).
 Phase phase_of_root(const std::string& name, Kind kind) {
   if (kind == Kind::Module || name == "forward") return Phase::Forward;
@@ -191,8 +174,7 @@ void Profile::begin(const char* name, Kind kind, const OpInfo* op) {
   // The engine opens one range per node directly inside its "backward" range.
   if (kind == Kind::Range && e.parent >= 0 && events_[size_t(e.parent)].kind == Kind::Range &&
       events_[size_t(e.parent)].name == "backward") {
-    e.backward_node = true;
-    e.name = backward_node_name(e.name);
+    e.backward_node = true;  // named <Op>Backward by the node itself (autograd/node.h)
   }
   if (op) {
     e.op = *op;
