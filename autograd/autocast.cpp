@@ -26,8 +26,11 @@ struct MasterCastNode final : autograd::Node {
 
 bool is_param(const Tensor& t) { return t.is_leaf() && t.requires_grad(); }
 
+// The one casting rule of every category: float64 is never lowered (PyTorch autocasts only
+// float32 and the reduced types), so a float64 matmul under Autocast(kBFloat16) stays float64.
 Tensor cast_input(const Tensor& x, DType to) {
   if (!x.defined() || !is_floating(x.dtype()) || x.dtype() == to) return x;
+  if (x.dtype() == DType::Float64 && to != DType::Float64) return x;
   if (!autocast_applies(x.device().type)) return x;
   if (is_param(x) && x.dtype() == DType::Float32 && is_reduced_float(to)) return working_copy(x, to);
   profiler::Range range("autocast_cast");  // the copy inside is the cast autocast inserted

@@ -1,6 +1,7 @@
 // Elementwise ops and their backward formulas. Backward formulas use differentiable
 // ops when a graph of the backward is requested (create_graph), and the fused kernels
 // from core/elementwise_math.h otherwise.
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/autocast.h"
@@ -104,6 +105,7 @@ Tensor abs(const Tensor& x) {
 }
 
 Tensor sign(const Tensor& x) {
+  if (x.dtype() == DType::Bool) return x.clone();  // sign of a bool is itself (PyTorch)
   Tensor y = launch::unary(UnaryOp::Sign, x);
   if (needs_grad({x})) record("sign", {x}, y, [](const Tensor& g, auto&) { return Grads{zeros_like(g)}; });
   return y;
@@ -152,9 +154,18 @@ Tensor relu(const Tensor& x0) {
   }
   return y;
 }
+// The activations below take floating inputs only, as PyTorch's (exp, sin, ... accept integers
+// and compute in float32).
+namespace {
+void check_floating_activation(const char* name, const Tensor& x) {
+  MT_CHECK(is_floating(x.dtype()), name, "expected a floating-point input, got ", describe({x}));
+}
+}  // namespace
+
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   MT_CHECK(approximate == "none" || approximate == "tanh", "gelu", "approximate must be 'none' or 'tanh', got '",
            approximate, "'");
+  check_floating_activation("gelu", x);
   if (approximate == "tanh") {
     return unary_with_input("gelu", UnaryOp::GeluTanh, x, [](const Tensor& g, const Tensor& x) {
       return fused_backward(BinaryOp::GeluTanhBackward, g, x, [&] {
@@ -174,6 +185,7 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
   });
 }
 Tensor silu(const Tensor& x) {
+  check_floating_activation("silu", x);
   return unary_with_input("silu", UnaryOp::Silu, x, [](const Tensor& g, const Tensor& x) {
     return fused_backward(BinaryOp::SiluBackward, g, x, [&] {
       Tensor s = sigmoid(x);
@@ -183,6 +195,7 @@ Tensor silu(const Tensor& x) {
 }
 Tensor softplus(const Tensor& x0, double beta, double threshold) {
   MT_CHECK(beta != 0 && std::isfinite(beta), "softplus", "beta must be finite and non-zero, got ", beta);
+  check_floating_activation("softplus", x0);
   Tensor x = amp::autocast_one(amp::list_policy(UnaryOp::Softplus), x0);
   Tensor y = unary_float(UnaryOp::Softplus, x, beta, threshold);
   if (needs_grad({x})) {
@@ -203,6 +216,7 @@ Tensor reciprocal(const Tensor& x) {
                            [](const Tensor& g, const Tensor& y) { return -(g * y * y); });
 }
 Tensor square(const Tensor& x) {
+  if (x.dtype() == DType::Bool) return square(x.to(DType::Int64));  // int64, as PyTorch
   Tensor y = launch::unary(UnaryOp::Square, x);
   if (needs_grad({x}))
     record("square", {x}, y, [sx = SavedTensor(x)](const Tensor& g, auto&) { return Grads{g * sx.unpack() * 2.0}; });
@@ -210,6 +224,13 @@ Tensor square(const Tensor& x) {
 }
 
 Tensor pow(const Tensor& x0, const Scalar& e) {
+  // An integer (or bool) tensor to an integer power stays integer (torch.pow(int64, 3) is
+  // int64), through the integer kernel of pow(tensor, tensor).
+  if (!is_floating(x0.dtype()) && !e.is_floating()) {
+    MT_CHECK(e.to_int() >= 0, "pow", "integers to negative integer powers are not allowed, got exponent ", e.to_int(),
+             " for ", describe({x0}));
+    return pow(x0, wrap_scalar(e, x0));
+  }
   Tensor x = amp::autocast_one(amp::list_policy(UnaryOp::PowScalar), x0);
   double ed = e.to_double();
   Tensor y = unary_float(UnaryOp::PowScalar, x, ed);
@@ -222,21 +243,54 @@ Tensor pow(const Tensor& x0, const Scalar& e) {
   return y;
 }
 
+namespace {
+// a^b for integer dtype t by squaring, wrapping on overflow as PyTorch's integer pow (the same
+// products in the same order, so the same residues); a negative exponent gives 0, except for
+// bases 1 and -1. One pass per bit of the largest exponent, which is read on the host.
+Tensor integer_pow(const Tensor& a, const Tensor& b, DType t) {
+  Tensor base = a.to(t), e = b.to(t);
+  const Tensor zero = zeros({}, {.dtype = t, .device = a.device()});
+  const Tensor one = full({}, 1, {.dtype = t, .device = a.device()});
+  const Tensor two = full({}, 2, {.dtype = t, .device = a.device()});
+  Tensor r = ones(broadcast_shapes(a.sizes(), b.sizes(), "pow"), {.dtype = t, .device = a.device()});
+  if (r.numel() == 0) return r;
+  const int64_t emax = max(e).to(DType::Int64).item<int64_t>();
+  auto floor_half = [&](const Tensor& v) { return launch::binary(BinaryOp::Div, v, two, t, t); };
+  auto is_odd = [&](const Tensor& v) { return floor_half(v) * two != v; };
+  Tensor rest = where(e < zero, zero, e);
+  for (int64_t left = emax; left > 0; left /= 2) {
+    r = where(is_odd(rest), r * base, r);
+    base = base * base;
+    rest = floor_half(rest);
+  }
+  if (t != DType::UInt8) {  // the only unsigned integer dtype
+    Tensor minus_one = zeros({}, {.dtype = t, .device = a.device()}) - one;
+    Tensor odd_negative = where(a.to(t) == minus_one, where(is_odd(e), minus_one, one), zero);
+    r = where(e < zero, where(a.to(t) == one, one, odd_negative), r);
+  }
+  return r.to(t);
+}
+}  // namespace
+
 Tensor pow(const Tensor& a0, const Tensor& b0) {
   auto in = amp::autocast_many(amp::list_policy(BinaryOp::Pow), {a0, b0});
   const Tensor &a = in[0], &b = in[1];
-  DType t = float_type(result_type(a, b));
+  MT_CHECK(a.dtype() != DType::Bool || b.dtype() != DType::Bool, "pow", "not implemented for bool tensors, got ",
+           describe({a, b}));
+  DType t = result_type(a, b);  // integers stay integers (torch.pow(int64, int64) is int64)
+  if (!is_floating(t)) return integer_pow(a, b, t);
   Tensor y = launch::binary(BinaryOp::Pow, a, b, t, t);
   if (needs_grad({a, b})) {
     record("pow", {a, b}, y,
            [sa = SavedTensor(a), sb = SavedTensor(b), sy = SavedTensor(y, true)](const Tensor& g, auto& need) {
              Tensor a = sa.unpack(), b = sb.unpack();
              Tensor ga, gb;
-             if (need[0]) ga = grad_for(g * b * pow(a, b - 1.0), a);
+             // As PyTorch: d/da is 0 where b == 0 (0^0 included), b a^(b-1) elsewhere (so ±inf
+             // at a == 0 for b < 1); d/db = a^b log a is 0 where a == 0 and b >= 0.
+             if (need[0]) ga = grad_for(where(b == 0.0, zeros_like(g), g * b * pow(a, b - 1.0)), a);
              if (need[1]) {
-               // d/db a^b = a^b log a, taken as 0 where a == 0 (as PyTorch does).
                Tensor ya = sy.unpack();
-               gb = grad_for(where(a == 0.0, zeros_like(ya), g * ya * log(a)), b);
+               gb = grad_for(where(logical_and(a == 0.0, b >= 0.0), zeros_like(g), g * ya * log(a)), b);
              }
              return Grads{ga, gb};
            });
@@ -246,9 +300,19 @@ Tensor pow(const Tensor& a0, const Tensor& b0) {
 
 Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
   MT_CHECK(lo || hi, "clamp", "at least one of min and max must be given");
+  if (x.dtype() == DType::Bool) return clamp(x.to(DType::Int64), lo, hi);  // int64, as PyTorch
+  if (!is_floating(x.dtype())) {
+    // Integers clamp through maximum/minimum with the bounds as 0-dim tensors: exact, no
+    // missing bound converted to an integer (the float kernel's +-inf), the result dtype
+    // promoted with a floating bound, and min > max giving max, as PyTorch.
+    Tensor y = lo ? maximum(x, wrap_scalar(*lo, x)) : x;
+    return hi ? minimum(y, wrap_scalar(*hi, x)) : y;
+  }
   double l = lo ? lo->to_double() : -INFINITY, h = hi ? hi->to_double() : INFINITY;
-  Tensor y = launch::unary(UnaryOp::Clamp, x, l, h);
+  // min > max gives max everywhere (PyTorch's min(max(x, lo), hi)); NaN still propagates.
+  Tensor y = launch::unary(UnaryOp::Clamp, x, std::min(l, h), h);
   if (needs_grad({x})) {
+    // Passes where lo <= x <= hi (so nowhere when lo > hi), as PyTorch.
     record("clamp", {x}, y, [sx = SavedTensor(x), l, h](const Tensor& g, auto&) {
       Tensor x = sx.unpack();
       return Grads{g * logical_and(x >= l, x <= h).to(g.dtype())};
@@ -292,28 +356,45 @@ Tensor compare(const char* name, BinaryOp op, const Tensor& a, const Tensor& b) 
 }
 }  // namespace
 
-Tensor add(const Tensor& a0, const Tensor& b0, const Scalar& alpha) {
-  auto in = amp::autocast_many(amp::list_policy(BinaryOp::Add), {a0, b0});
+namespace {
+// a + alpha b and a - alpha b, in the promoted dtype of a and b (alpha is applied after the
+// promotion, as PyTorch does, so it neither changes the result dtype nor rounds in b's).
+Tensor add_sub(const char* name, BinaryOp op, const Tensor& a0, const Tensor& b0, const Scalar& alpha) {
+  auto in = amp::autocast_many(amp::list_policy(op), {a0, b0});
   const Tensor &a = in[0], &b = in[1];
-  Tensor bs = alpha.to_double() == 1.0 ? b : b * alpha;
-  Tensor y = arith("add", BinaryOp::Add, a, bs);
+  MT_CHECK(a.defined() && b.defined(), name, "undefined tensor");
+  Tensor bs = b;
+  if (!(alpha.is_floating() ? alpha.to_double() == 1.0 : alpha.to_int() == 1)) {
+    const DType t = result_type(a, b);
+    MT_CHECK(is_floating(t) || !alpha.is_floating(), name,
+             "for integral input tensors, alpha must not be a floating point number, got ", alpha.to_double(), " for ",
+             describe({a, b}));
+    bs = (b.dtype() == t ? b : b.to(t)) * alpha;
+  }
+  Tensor y = arith(name, op, a, bs);
   if (needs_grad({a, bs})) {
-    record("add", {a, bs}, y,
-           [sa = a.sizes(), ta = a.dtype(), sb = bs.sizes(), tb = bs.dtype()](const Tensor& g, auto& need) {
-             auto back = [&](const Shape& s, DType t) {
-               Tensor r = g.sizes() == s ? g : sum_to(g, s);
-               return r.dtype() == t ? r : r.to(t);
-             };
-             return Grads{need[0] ? back(sa, ta) : Tensor(), need[1] ? back(sb, tb) : Tensor()};
-           });
+    const bool negate = op == BinaryOp::Sub;
+    record(
+        op == BinaryOp::Sub ? "sub" : "add", {a, bs}, y,
+        [sa = a.sizes(), ta = a.dtype(), sb = bs.sizes(), tb = bs.dtype(), negate](const Tensor& g, auto& need) {
+          auto back = [&](const Shape& s, DType t) {
+            Tensor r = g.sizes() == s ? g : sum_to(g, s);
+            return r.dtype() == t ? r : r.to(t);
+          };
+          return Grads{need[0] ? back(sa, ta) : Tensor(), need[1] ? (negate ? -back(sb, tb) : back(sb, tb)) : Tensor()};
+        });
   }
   return y;
 }
+}  // namespace
 
-Tensor sub(const Tensor& a0, const Tensor& b0, const Scalar& alpha) {
-  MT_CHECK(a0.dtype() != DType::Bool || b0.dtype() != DType::Bool, "sub",
-           "subtraction of bool tensors is not supported");
-  return add(a0, -(alpha.to_double() == 1.0 ? b0 : b0 * alpha));
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) { return add_sub("add", BinaryOp::Add, a, b, alpha); }
+
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  MT_CHECK(a.dtype() != DType::Bool && b.dtype() != DType::Bool, "sub",
+           "subtraction with a bool tensor is not supported (to invert a mask use logical_not), got ",
+           describe({a, b}));
+  return add_sub("sub", BinaryOp::Sub, a, b, alpha);
 }
 
 Tensor mul(const Tensor& a0, const Tensor& b0) {
@@ -338,30 +419,34 @@ Tensor div(const Tensor& a0, const Tensor& b0) {
   const Tensor &a = in[0], &b = in[1];
   Tensor y = arith("div", BinaryOp::Div, a, b);
   if (needs_grad({a, b})) {
-    // a is needed only for b's gradient (see mul).
+    // a is needed only for b's gradient (see mul). d/db = -g (a / b) / b: b * b would
+    // underflow in fp16 (and in fp32 below 3e-23) where the quotients do not.
     record("div", {a, b}, y,
            [sa = SavedTensor(b.requires_grad() ? a : Tensor()), sb = SavedTensor(b), sza = a.sizes(), ta = a.dtype()](
                const Tensor& g, auto& need) {
              Tensor b = sb.unpack();
              return Grads{need[0] ? grad_for(g / b, sza, ta) : Tensor(),
-                          need[1] ? grad_for(-(g * sa.unpack()) / (b * b), b) : Tensor()};
+                          need[1] ? grad_for(-(g * ((sa.unpack() / b) / b)), b) : Tensor()};
            });
   }
   return y;
 }
 
 namespace {
-// maximum/minimum: the gradient goes to the selected input, split evenly on ties.
+// maximum/minimum: the gradient goes to the selected input, split evenly on ties. As PyTorch
+// 1.13, an input loses only where the other is strictly better, so with a NaN operand (no
+// comparison holds) both inputs get the whole gradient.
 Tensor extremum(const char* name, BinaryOp op, const Tensor& a, const Tensor& b) {
   Tensor y = arith(name, op, a, b);
   if (needs_grad({a, b})) {
     bool is_max = op == BinaryOp::Maximum;
     record(name, {a, b}, y, [sa = SavedTensor(a), sb = SavedTensor(b), is_max](const Tensor& g, auto& need) {
       Tensor a = sa.unpack(), b = sb.unpack();
-      Tensor wins = (is_max ? a > b : a < b).to(g.dtype());
-      Tensor ties = (a == b).to(g.dtype()) * 0.5;
-      Tensor wa = wins + ties;
-      return Grads{need[0] ? grad_for(g * wa, a) : Tensor(), need[1] ? grad_for(g * (1.0 - wa), b) : Tensor()};
+      Tensor share = where(a == b, g * 0.5, g);
+      Tensor z = zeros({}, {.dtype = g.dtype(), .device = g.device()});
+      Tensor ga = need[0] ? grad_for(where(is_max ? a < b : a > b, z, share), a) : Tensor();
+      Tensor gb = need[1] ? grad_for(where(is_max ? a > b : a < b, z, share), b) : Tensor();
+      return Grads{ga, gb};
     });
   }
   return y;
@@ -402,8 +487,33 @@ Tensor where(const Tensor& cond, const Tensor& a0, const Tensor& b0) {
   return y;
 }
 
+namespace {
+// Whether `value` converts to dtype t without overflow (PyTorch's check: finite values beyond a
+// float type's range, or integers beyond an integer type's, are refused; NaN and inf convert;
+// unsigned types accept negative values that wrap).
+bool fits(const Scalar& value, DType t) {
+  const double v = value.to_double();
+  switch (t) {
+    case DType::Float16:
+      return !std::isfinite(v) || std::fabs(v) <= 65504.0;
+    case DType::BFloat16:
+    case DType::Float32:
+      return !std::isfinite(v) || std::fabs(v) <= 3.4028234663852886e38;
+    case DType::Int32:
+      return value.is_floating() ? (v > -2147483649.0 && v < 2147483648.0)
+                                 : (value.to_int() >= INT32_MIN && value.to_int() <= INT32_MAX);
+    case DType::UInt8:
+      return value.is_floating() ? (v > -256.0 && v < 256.0) : (value.to_int() >= -255 && value.to_int() <= 255);
+    default:
+      return true;
+  }
+}
+}  // namespace
+
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
   MT_CHECK(mask.dtype() == DType::Bool, "masked_fill", "mask must be a bool tensor, got ", dtype_name(mask.dtype()));
+  MT_CHECK(fits(value, x.dtype()), "masked_fill", "value ", value.to_double(), " cannot be converted to ",
+           dtype_name(x.dtype()), " without overflow (input ", describe({x}), ")");
   Tensor v = full({}, value, {.dtype = x.dtype(), .device = x.device()});
   Tensor y = where(mask, v, x);
   MT_CHECK(y.sizes() == x.sizes(), "masked_fill", "mask of shape ", mask.shape_str(),
@@ -417,9 +527,7 @@ Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 Tensor operator+(const Tensor& a, const Scalar& b) { return add(a, wrap_scalar(b, a)); }
-Tensor operator-(const Tensor& a, const Scalar& b) {
-  return add(a, wrap_scalar(b.is_floating() ? Scalar(-b.to_double()) : Scalar(-b.to_int()), a));
-}
+Tensor operator-(const Tensor& a, const Scalar& b) { return sub(a, wrap_scalar(b, a)); }
 Tensor operator*(const Tensor& a, const Scalar& b) { return mul(a, wrap_scalar(b, a)); }
 Tensor operator/(const Tensor& a, const Scalar& b) { return div(a, wrap_scalar(b, a)); }
 Tensor operator+(const Scalar& a, const Tensor& b) { return add(wrap_scalar(a, b), b); }

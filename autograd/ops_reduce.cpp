@@ -75,43 +75,73 @@ Tensor mean(const Tensor& x0, const Shape& dims_in, bool keepdim) {
 Tensor prod(const Tensor& x0, int64_t dim_in, bool keepdim) {
   Tensor x = amp::autocast_one(amp::list_policy(ReduceOp::Prod), x0);
   int64_t dim = wrap_dim(dim_in, x.dim(), "prod");
-  Tensor y = launch::reduce(ReduceOp::Prod, x, {dim}, keepdim, x.dtype());
+  // Integers and bools multiply in int64 (torch.prod); a 0-dim input is reduced as [1].
+  if (!is_floating(x.dtype())) x = launch::cast(x, DType::Int64);
+  const bool scalar = x.dim() == 0;
+  Tensor xr = scalar ? x.reshape({1}) : x;
+  Tensor y = launch::reduce(ReduceOp::Prod, xr, {dim}, keepdim && !scalar, x.dtype());
   if (needs_grad({x})) {
-    record("prod", {x}, y, [sx = SavedTensor(x), sy = SavedTensor(y, true), dim, keepdim](const Tensor& g, auto&) {
-      // d prod / d x_i = prod / x_i (inputs are assumed nonzero).
+    record("prod", {x}, y, [sx = SavedTensor(x), dim, keepdim](const Tensor& g, auto&) {
+      // d prod / d x_i = the product of the others, exact with zeros (as PyTorch): with no
+      // zero in the row it is prod / x_i; with one zero only the zero's position gets the
+      // product of the nonzeros; with two or more every position gets 0.
       Tensor x = sx.unpack();
-      Tensor yk = unsqueeze_reduced(sy.unpack(), {dim}, keepdim);
-      return Grads{unsqueeze_reduced(g, {dim}, keepdim) * yk / x};
+      if (x.dim() == 0) return Grads{g};
+      Tensor zero = x == 0.0;
+      Tensor zeros_in_row = sum(zero, {dim}, true);
+      Tensor ones_for_zeros = where(zero, ones_like(x), x);
+      Tensor others = prod(ones_for_zeros, dim, true) / ones_for_zeros;
+      Tensor keep = logical_or(zeros_in_row == int64_t(0), logical_and(zero, zeros_in_row == int64_t(1)));
+      Tensor gk = unsqueeze_reduced(g, {dim}, keepdim);
+      return Grads{where(keep, gk * others, zeros_like(x))};
     });
   }
   return y;
 }
 
 namespace {
-Tensor extreme_all(const char* name, ReduceOp op, const Tensor& x, const Shape& dims_in, bool keepdim) {
+// nan_routes: a NaN extreme sends the gradient to the NaN inputs (max()/min() in PyTorch);
+// otherwise a NaN extreme matches nothing and the gradient is NaN (torch.amax/amin).
+Tensor extreme_all(const char* name, ReduceOp op, const Tensor& x, const Shape& dims_in, bool keepdim,
+                   bool nan_routes = false) {
   auto dims = reduction_dims(dims_in, x.dim(), name);
   Tensor y = launch::reduce(op, x, dims, keepdim, x.dtype());
   if (needs_grad({x})) {
-    record(name, {x}, y, [sx = SavedTensor(x), sy = SavedTensor(y, true), dims, keepdim](const Tensor& g, auto&) {
-      // Evenly split between all elements equal to the extreme (as torch.amax).
-      Tensor x = sx.unpack();
-      Tensor mask = (x == unsqueeze_reduced(sy.unpack(), dims, keepdim)).to(g.dtype());
-      Tensor count = sum(mask, Shape(dims.begin(), dims.end()), true);
-      return Grads{unsqueeze_reduced(g, dims, keepdim) * mask / count};
-    });
+    record(name, {x}, y,
+           [sx = SavedTensor(x), sy = SavedTensor(y, true), dims, keepdim, nan_routes](const Tensor& g, auto&) {
+             // Evenly split between all elements equal to the extreme (as torch.amax).
+             Tensor x = sx.unpack();
+             Tensor yk = unsqueeze_reduced(sy.unpack(), dims, keepdim);
+             Tensor hit = x == yk;
+             if (nan_routes) hit = logical_or(hit, logical_and(x != x, yk != yk));
+             Tensor mask = hit.to(g.dtype());
+             Tensor count = sum(mask, Shape(dims.begin(), dims.end()), true);
+             return Grads{unsqueeze_reduced(g, dims, keepdim) * mask / count};
+           });
   }
   return y;
 }
 
-ValuesIndices extreme_dim(const char* name, bool is_max, const Tensor& x, int64_t dim_in, bool keepdim) {
-  int64_t dim = wrap_dim(dim_in, x.dim(), name);
+// A 0-dim input is reduced as [1] and its results are 0-dim whatever keepdim (PyTorch).
+ValuesIndices extreme_dim(const char* name, bool is_max, const Tensor& x0, int64_t dim_in, bool keepdim) {
+  int64_t dim = wrap_dim(dim_in, x0.dim(), name);
+  const bool scalar = x0.dim() == 0;
+  Tensor x = scalar ? x0.reshape({1}) : x0;
   Tensor idx = launch::reduce(is_max ? ReduceOp::ArgMax : ReduceOp::ArgMin, x, {dim}, true, DType::Int64);
   Tensor vals = gather(x, dim, idx);  // differentiable: backward scatters into the winners
-  if (!keepdim && x.dim() > 0) {
+  if (!keepdim || scalar) {
     vals = vals.squeeze(dim);
     idx = idx.squeeze(dim);
   }
   return {vals, idx};
+}
+
+Tensor arg_extreme(const char* name, ReduceOp op, const Tensor& x, int64_t dim, bool keepdim) {
+  MT_CHECK(x.dtype() != DType::Bool, name, "not implemented for bool tensors (as PyTorch), got ", x.shape_str(),
+           " (bool)");
+  dim = wrap_dim(dim, x.dim(), name);
+  if (x.dim() == 0) return launch::reduce(op, x.reshape({1}), {0}, false, DType::Int64);
+  return launch::reduce(op, x, {dim}, keepdim, DType::Int64);
 }
 }  // namespace
 
@@ -121,16 +151,16 @@ Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) {
 Tensor amin(const Tensor& x, const Shape& dims, bool keepdim) {
   return extreme_all("amin", ReduceOp::Min, x, dims, keepdim);
 }
-Tensor max(const Tensor& x) { return amax(x); }
-Tensor min(const Tensor& x) { return amin(x); }
+Tensor max(const Tensor& x) { return extreme_all("max", ReduceOp::Max, x, {}, false, true); }
+Tensor min(const Tensor& x) { return extreme_all("min", ReduceOp::Min, x, {}, false, true); }
 ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim) { return extreme_dim("max", true, x, dim, keepdim); }
 ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim) { return extreme_dim("min", false, x, dim, keepdim); }
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
-  return launch::reduce(ReduceOp::ArgMax, x, {wrap_dim(dim, x.dim(), "argmax")}, keepdim, DType::Int64);
+  return arg_extreme("argmax", ReduceOp::ArgMax, x, dim, keepdim);
 }
 Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
-  return launch::reduce(ReduceOp::ArgMin, x, {wrap_dim(dim, x.dim(), "argmin")}, keepdim, DType::Int64);
+  return arg_extreme("argmin", ReduceOp::ArgMin, x, dim, keepdim);
 }
 
 Tensor var(const Tensor& x0, const Shape& dims_in, int64_t correction, bool keepdim) {
@@ -154,18 +184,63 @@ Tensor var(const Tensor& x0, const Shape& dims_in, int64_t correction, bool keep
   return v;
 }
 
-Tensor std(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
-  return sqrt(var(amp::autocast_one(autocast_std, x), dims, correction, keepdim));
+Tensor std(const Tensor& x0, const Shape& dims_in, int64_t correction, bool keepdim) {
+  Tensor x = amp::autocast_one(autocast_std, x0);
+  Tensor y;
+  {
+    NoGradGuard guard;
+    y = sqrt(var(x, dims_in, correction, keepdim));
+  }
+  if (needs_grad({x})) {
+    auto dims = reduction_dims(dims_in, x.dim(), "std");
+    int64_t dof = count_of(x.sizes(), dims) - correction;
+    record("std", {x}, y,
+           [sx = SavedTensor(x), sy = SavedTensor(y, true), dims, keepdim, dof](const Tensor& g, auto&) {
+             // d std / d x = (x - mean) / (dof std), and 0 where std is 0 (PyTorch masks result == 0).
+             // A constant row counts as std 0 even when the two-pass variance leaves a rounding residue
+             // (which would otherwise give an O(1) gradient of residue / residue).
+             Tensor x = sx.unpack();
+             if (x.numel() == 0) return Grads{zeros_like(x)};
+             Shape d(dims.begin(), dims.end());
+             Tensor s = unsqueeze_reduced(sy.unpack(), dims, keepdim);
+             Tensor flat;
+             {
+               NoGradGuard guard;
+               flat = logical_or(s == 0.0, amax(x, d, true) == amin(x, d, true));
+             }
+             Tensor safe = where(flat, ones_like(s), s);
+             Tensor centered = x - mean(x, d, true);
+             Tensor gs = where(flat, zeros_like(s), unsqueeze_reduced(g, dims, keepdim) / (safe * double(dof)));
+             return Grads{gs * centered};
+           });
+  }
+  return y;
 }
 
 Tensor logsumexp(const Tensor& x0, const Shape& dims_in, bool keepdim) {
   Tensor x = amp::autocast_one(autocast_logsumexp, x0);
   auto dims = reduction_dims(dims_in, x.dim(), "logsumexp");
   Shape d(dims.begin(), dims.end());
-  Tensor m = amax(x.detach(), d, true);
-  m = where(isfinite(m), m, zeros_like(m));  // all -inf rows: avoid inf - inf
-  Tensor y = log(sum(exp(x - m), d, true)) + m;
-  return keepdim ? y : y.reshape(launch::reduced_shape(x.sizes(), dims, false));
+  // Over an empty dim: log(0) = -inf (PyTorch), still differentiable (the gradient is empty).
+  if (count_of(x.sizes(), dims) == 0) return sum(x, d, keepdim) + (-INFINITY);
+  Tensor y;
+  {
+    NoGradGuard guard;
+    Tensor m = amax(x, d, true);
+    m = where(isfinite(m), m, zeros_like(m));  // all -inf rows: avoid inf - inf
+    y = log(sum(exp(x - m), d, true)) + m;
+    if (!keepdim) y = y.reshape(launch::reduced_shape(x.sizes(), dims, false));
+  }
+  if (needs_grad({x})) {
+    // g exp(x - lse), as PyTorch: through the composite, an inf in a row gave 0 * inf = NaN
+    // (exp(x - m) overflows where m was replaced by 0) for the finite entries of that row.
+    record("logsumexp", {x}, y,
+           [sx = SavedTensor(x), sy = SavedTensor(y, true), dims, keepdim](const Tensor& g, auto&) {
+             Tensor x = sx.unpack();
+             return Grads{unsqueeze_reduced(g, dims, keepdim) * exp(x - unsqueeze_reduced(sy.unpack(), dims, keepdim))};
+           });
+  }
+  return y;
 }
 
 namespace {

@@ -391,6 +391,8 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   MT_CHECK(chunks > 0, "chunk", "number of chunks must be positive, got ", chunks);
   dim = wrap_dim(dim, x.dim(), "chunk");
+  // An empty dim splits into `chunks` empty chunks (PyTorch).
+  if (x.dim() > 0 && x.size(dim) == 0) return std::vector<Tensor>(size_t(chunks), x.narrow(dim, 0, 0));
   int64_t size = (x.size(dim) + chunks - 1) / chunks;
   return split(x, std::max<int64_t>(size, 1), dim);
 }
@@ -434,16 +436,28 @@ Tensor index_select(const Tensor& x, int64_t dim_in, const Tensor& index) {
   return y;
 }
 
+namespace {
+// The view of t's leading corner with index's sizes in every dim but `dim` (-1: in every dim),
+// for the gather/scatter kernels, which walk their data with the index's sizes.
+Tensor index_corner(const Tensor& t, const Tensor& index, int64_t dim) {
+  Shape sizes = t.sizes();
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (d != dim) sizes[size_t(d)] = index.size(d);
+  return sizes == t.sizes() ? t : make_view(t, sizes, t.strides(), t.offset());
+}
+}  // namespace
+
 Tensor gather(const Tensor& x, int64_t dim_in, const Tensor& index) {
   int64_t dim = wrap_dim(dim_in, x.dim(), "gather");
   launch::check_same_device("gather", {x, index});
   MT_CHECK(index.dim() == x.dim(), "gather", "index must have as many dims as the input: ", describe({x, index}));
   for (int64_t d = 0; d < x.dim(); ++d)
-    MT_CHECK(d == dim || index.size(d) == x.size(d), "gather", "index shape must match the input except in dimension ",
-             dim, ": ", describe({x, index}));
+    MT_CHECK(d == dim || index.size(d) <= x.size(d), "gather",
+             "index must not be larger than the input except in dimension ", dim, ": ", describe({x, index}));
   Tensor idx = checked_index("gather", index, x.size(dim), x, dim);
   Tensor y = make_tensor(index.sizes(), x.dtype(), x.device());
-  backend_for(x.device()).gather(launch::contiguous(x), dim, idx, y);
+  // The kernel reads an input with the index's sizes outside dim: the leading corner of x.
+  if (y.numel() > 0) backend_for(x.device()).gather(launch::contiguous(index_corner(x, index, dim)), dim, idx, y);
   if (needs_grad({x})) {
     record("gather", {x}, y, [shape = x.sizes(), dim, idx](const Tensor& g, auto&) {
       return Grads{scatter_add(zeros(shape, {.dtype = g.dtype(), .device = g.device()}), dim, idx, g)};
@@ -457,19 +471,37 @@ Tensor scatter_add(const Tensor& x0, int64_t dim_in, const Tensor& index, const 
   Tensor x = in[0], src = in[1].dtype() == in[0].dtype() ? in[1] : in[1].to(in[0].dtype());
   int64_t dim = wrap_dim(dim_in, x.dim(), "scatter_add");
   launch::check_same_device("scatter_add", {x, index, src});
-  MT_CHECK(index.sizes() == src.sizes(), "scatter_add",
-           "index and src must have the same shape: ", describe({index, src}));
-  MT_CHECK(index.dim() == x.dim(), "scatter_add", "index must have as many dims as the input: ", describe({x, index}));
+  MT_CHECK(index.dim() == x.dim() && src.dim() == x.dim(), "scatter_add",
+           "index and src must have as many dims as the input: ", describe({x, index, src}));
   for (int64_t d = 0; d < x.dim(); ++d)
-    MT_CHECK(d == dim || index.size(d) == x.size(d), "scatter_add",
-             "index shape must match the input except in dimension ", dim, ": ", describe({x, index}));
+    MT_CHECK(index.size(d) <= src.size(d) && (d == dim || index.size(d) <= x.size(d)), "scatter_add",
+             "index must not be larger than src, nor than the input except in dimension ", dim, ": ",
+             describe({x, index, src}));
   Tensor idx = checked_index("scatter_add", index, x.size(dim), x, dim);
   Tensor y = make_tensor(x.sizes(), x.dtype(), x.device());
   backend_for(x.device()).copy(x, y);
-  backend_for(x.device()).scatter_add(y, dim, idx, launch::contiguous(src));
+  if (idx.numel() > 0) {
+    // The kernel takes src and the output with the index's sizes (outside dim, for the output):
+    // a smaller index (PyTorch requires only <=) scatters into the leading corner of y.
+    Tensor src_used = launch::contiguous(index_corner(src, index, -1));
+    Tensor corner = index_corner(y, index, dim);
+    if (corner.sizes() == y.sizes()) {
+      backend_for(x.device()).scatter_add(y, dim, idx, src_used);
+    } else {
+      Tensor part = launch::contiguous(corner);  // an alias of y when the corner is contiguous
+      backend_for(x.device()).scatter_add(part, dim, idx, src_used);
+      if (!corner.is_contiguous()) backend_for(x.device()).copy(part, corner);
+    }
+  }
   if (needs_grad({x, src})) {
-    record("scatter_add", {x, src}, y, [dim, idx](const Tensor& g, auto& need) {
-      return Grads{need[0] ? g : Tensor(), need[1] ? gather(g, dim, idx) : Tensor()};
+    record("scatter_add", {x, src}, y, [dim, idx, src_shape = src.sizes()](const Tensor& g, auto& need) {
+      Tensor gs;
+      if (need[1]) {
+        gs = gather(g, dim, idx);
+        if (gs.sizes() != src_shape)  // src positions the index does not reach get 0
+          gs = view_scatter(gs, src_shape, gs.sizes(), contiguous_strides(src_shape), 0);
+      }
+      return Grads{need[0] ? g : Tensor(), gs};
     });
   }
   return y;
@@ -480,6 +512,8 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
            "expects an integer tensor, got ", dtype_name(indices.dtype()));
   std::vector<int64_t> v = indices.to_vector<int64_t>();
   if (num_classes < 0) {
+    MT_CHECK(!v.empty(), "one_hot", "cannot infer the number of classes from an empty tensor ", indices.shape_str(),
+             " (pass num_classes)");
     num_classes = 0;
     for (int64_t i : v) num_classes = std::max(num_classes, i + 1);
   }

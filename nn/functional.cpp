@@ -58,12 +58,13 @@ Tensor linear(const Tensor& x0, const Tensor& w0, const Tensor& b0) {
   }
   y = make_view(y, out_shape, contiguous_strides(out_shape), 0);
   if (needs_grad({x, w, b})) {
-    record("linear", {x, w, b}, y, [sx = SavedTensor(x), sw = SavedTensor(w), K, N](const Tensor& g, auto& need) {
+    // Explicit M (not -1): with K or N = 0 the row count cannot be inferred.
+    record("linear", {x, w, b}, y, [sx = SavedTensor(x), sw = SavedTensor(w), M, K, N](const Tensor& g, auto& need) {
       Tensor x = sx.unpack(), w = sw.unpack();
-      Tensor g2 = g.reshape({-1, N});
+      Tensor g2 = g.reshape({M, N});
       Tensor gx, gw, gb;
       if (need[0]) gx = matmul(g2, w).reshape(x.sizes());
-      if (need[1]) gw = matmul(g2.t(), x.reshape({-1, K}));
+      if (need[1]) gw = matmul(g2.t(), x.reshape({M, K}));
       if (need[2]) gb = sum(g2, {0});
       return Grads{gx, gw, gb};
     });

@@ -169,7 +169,13 @@ Tensor nll_loss(const Tensor& input0, const Tensor& target, const NllLossOptions
   if (x0.dim() == 1) loss = loss.reshape({});
   if (o.reduction == Reduction::None) return loss;
   if (o.reduction == Reduction::Sum) return sum(loss);
-  return sum(loss) / sum(wt);
+  // Every target ignored (summed weight 0): the loss is NaN as PyTorch's, but its gradient is 0
+  // (as PyTorch's and the fused cross_entropy's), so an all-padding batch leaves the
+  // parameters finite.
+  Tensor total = sum(wt);
+  Tensor none = total == 0.0;
+  Tensor mean = sum(loss) / where(none, ones_like(total), total);
+  return where(none, full_like(mean, NAN), mean);
 }
 
 Tensor mse_loss(const Tensor& input0, const Tensor& target0, Reduction reduction) {

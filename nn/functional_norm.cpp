@@ -83,10 +83,12 @@ Tensor batch_norm(const Tensor& x0, const Tensor& running_mean, const Tensor& ru
       invstd = rsqrt(var + eps);
       if (running_mean.defined()) {
         // PyTorch's update: the unbiased batch variance goes into the running estimate.
+        // Computed in the statistics' dtype and rounded once into the estimate's (fp16/bf16
+        // running estimates would otherwise round the product, the batch term and the sum).
         Tensor unbiased = var * (double(count) / double(count - 1));
         Tensor rm = running_mean, rv = running_var;
-        rm.mul_(1 - momentum).add_((bmean * momentum).to(rm.dtype()));
-        rv.mul_(1 - momentum).add_((unbiased * momentum).to(rv.dtype()));
+        rm.copy_(bmean * momentum + rm.to(A) * (1 - momentum));
+        rv.copy_(unbiased * momentum + rv.to(A) * (1 - momentum));
       }
     } else {
       bmean = fresh(running_mean, A);
@@ -127,12 +129,21 @@ Tensor batch_norm(const Tensor& x0, const Tensor& running_mean, const Tensor& ru
             }
             return gr;
           }
-          Tensor gx = need[0] ? make_tensor(x.sizes(), x.dtype(), x.device()) : Tensor();
+          // In eval mode gx = gy * w * invstd does not depend on x: computed apart from the
+          // kernel (whose xhat terms, multiplied by 0, would turn a NaN/inf input into NaN).
+          const bool gx_by_kernel = need[0] && training;
+          Tensor gx = gx_by_kernel ? make_tensor(x.sizes(), x.dtype(), x.device()) : Tensor();
           Tensor gw = need[1] ? make_tensor({C}, A, x.device()) : Tensor();
           Tensor gb = need[2] ? make_tensor({C}, A, x.device()) : Tensor();
           Tensor wA = w.defined() ? plain(w, A) : ones({C}, {.dtype = A, .device = x.device()});
-          kernel(x, "batch_norm", &NnKernels::batch_norm_backward)(launch::cast(gy, x.dtype()), launch::contiguous(x),
-                                                                   bmean, invstd, wA, training, gx, gw, gb);
+          if (gx_by_kernel || gw.defined() || gb.defined())
+            kernel(x, "batch_norm", &NnKernels::batch_norm_backward)(launch::cast(gy, x.dtype()), launch::contiguous(x),
+                                                                     bmean, invstd, wA, training, gx, gw, gb);
+          if (need[0] && !training) {
+            Shape bshape(size_t(x.dim()), 1);
+            bshape[1] = C;
+            gx = (gy * (wA * invstd).reshape(bshape)).to(x.dtype());
+          }
           if (gw.defined()) gw = gw.to(w.dtype());
           if (gb.defined()) gb = gb.to(w.dtype());
           return Grads{gx, gw, gb};
@@ -154,7 +165,14 @@ Tensor layer_norm(const Tensor& x0, const Shape& normalized_shape, const Tensor&
   launch::check_same_device("layer_norm", {x, w, b});
   const DType A = acc_type(x.dtype());
   const int64_t n = shape_numel(normalized_shape), M = n ? x.numel() / n : 0;
-  MT_CHECK(n > 0, "layer_norm", "normalized_shape ", shape_str(normalized_shape), " has no elements");
+  if (n == 0 || M == 0) {
+    // Nothing to normalize (normalized_shape or the leading dims hold no elements): an empty
+    // output whose gradients are empty or zero, as PyTorch.
+    Tensor y = x * 0.0;
+    if (w.defined()) y = y + (w * 0.0).to(y.dtype());
+    if (b.defined()) y = y + (b * 0.0).to(y.dtype());
+    return y;
+  }
   Tensor xc = launch::contiguous(x);
   Tensor y = make_tensor(x.sizes(), x.dtype(), x.device());
   Tensor mu = make_tensor({M}, A, x.device()), rstd = make_tensor({M}, A, x.device());

@@ -16,6 +16,11 @@ namespace {
 // log(n) rather than n (the blocks are vectorized partial sums added in double).
 template <typename Acc, typename Load>
 Acc blocked_sum(int64_t n, Load load) {
+  if constexpr (std::is_integral_v<Acc>) {  // integers: exact (wrapping) sum, no double
+    Acc total = 0;
+    for (int64_t i = 0; i < n; ++i) total += load(i);
+    return total;
+  }
   constexpr int64_t kBlock = 1024;
   double total = 0;
   for (int64_t s = 0; s < n; s += kBlock) {
@@ -75,26 +80,29 @@ void reduce(ReduceOp op, const Tensor& in, const Tensor& out) {
         using Out =
             std::conditional_t<std::is_same_v<T, bool> || std::is_same_v<T, uint8_t> || std::is_same_v<T, int32_t>,
                                int64_t, T>;  // torch.sum of ints gives int64
+        // Integers accumulate in uint64 (torch sums them in int64, wrapping; uint64 wraps
+        // without undefined behaviour), floats as before.
+        using SumAcc = std::conditional_t<std::is_integral_v<Out>, uint64_t, Acc>;
         Out* y = static_cast<Out*>(out.raw_data());
-        if (outer == 1 && n > kParallelGrain) {  // one long row: split it across threads
+        if (std::is_floating_point_v<SumAcc> && outer == 1 && n > kParallelGrain) {  // one long row: split it
           std::vector<double> parts(64, 0.0);
           int64_t nchunks = std::min<int64_t>(64, (n + kParallelGrain - 1) / kParallelGrain);
           int64_t chunk = (n + nchunks - 1) / nchunks;
 #pragma omp parallel for
           for (int64_t c = 0; c < nchunks; ++c) {
             int64_t s = c * chunk, e = std::min(n, s + chunk);
-            parts[c] = double(blocked_sum<Acc>(e - s, [&](int64_t i) { return load_acc<Acc>(x, s + i); }));
+            parts[c] = double(blocked_sum<SumAcc>(e - s, [&](int64_t i) { return load_acc<SumAcc>(x, s + i); }));
           }
           double total = 0;
           for (double p : parts) total += p;
-          y[0] = cast_to<Out>(Acc(total));
+          y[0] = cast_to<Out>(SumAcc(total));
           return;
         }
         parallel_for(0, outer, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)),
                      [&](int64_t b, int64_t e) {
                        for (int64_t r = b; r < e; ++r) {
                          const T* p = row(r);
-                         y[r] = cast_to<Out>(blocked_sum<Acc>(n, [&](int64_t i) { return load_acc<Acc>(p, i); }));
+                         y[r] = cast_to<Out>(blocked_sum<SumAcc>(n, [&](int64_t i) { return load_acc<SumAcc>(p, i); }));
                        }
                      });
         return;
