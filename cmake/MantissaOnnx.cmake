@@ -1,0 +1,32 @@
+# The ONNX exporter, library mantissa::onnx (onnx/, docs/onnx.md), on top of `mantissa`. It needs
+# libonnx-dev 1.12 and libprotobuf-dev (cmake/FindMantissaOnnx.cmake) and is optional: without
+# them the exporter, its tests and the examples' --export flag are not built.
+set(MANTISSA_ONNX AUTO CACHE STRING "Build the ONNX exporter: AUTO (when libonnx-dev is found), ON or OFF")
+set_property(CACHE MANTISSA_ONNX PROPERTY STRINGS AUTO ON OFF)
+set(MANTISSA_WITH_ONNX OFF)
+if(NOT MANTISSA_ONNX STREQUAL "OFF")
+  find_package(MantissaOnnx QUIET)
+  if(MantissaOnnx_FOUND)
+    set(MANTISSA_WITH_ONNX ON)
+    message(STATUS "Mantissa: ONNX exporter (${MantissaOnnxProto_LIBRARY})")
+  elseif(MANTISSA_ONNX STREQUAL "ON")
+    message(FATAL_ERROR "MANTISSA_ONNX=ON but ONNX was not found (apt-get install libonnx-dev libprotobuf-dev)")
+  else()
+    message(STATUS "Mantissa: ONNX not found, the exporter is not built (apt-get install libonnx-dev libprotobuf-dev)")
+  endif()
+endif()
+
+if(MANTISSA_WITH_ONNX)
+  add_library(mantissa_onnx)
+  add_library(mantissa::onnx ALIAS mantissa_onnx)
+  set_target_properties(mantissa_onnx PROPERTIES EXPORT_NAME onnx POSITION_INDEPENDENT_CODE ON)
+  file(GLOB MANTISSA_ONNX_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/onnx/*.cpp)
+  target_sources(mantissa_onnx PRIVATE ${MANTISSA_ONNX_SOURCES})
+  # The protobuf headers are part of onnx/graph.h only, which the public headers do not include.
+  target_link_libraries(mantissa_onnx PUBLIC mantissa PRIVATE Mantissa::onnx)
+  target_compile_options(mantissa_onnx PRIVATE -Wall -Wextra)
+  if(MANTISSA_WERROR)
+    target_compile_options(mantissa_onnx PRIVATE $<$<CXX_COMPILER_ID:GNU>:-Werror>)
+  endif()
+  target_compile_definitions(mantissa_onnx PUBLIC MANTISSA_WITH_ONNX=1)
+endif()
