@@ -30,7 +30,9 @@ struct Attribute {
   static Attribute integer(std::string n, int64_t v) { return {std::move(n), Kind::Int, v, 0, {}, {}}; }
   static Attribute real(std::string n, float v) { return {std::move(n), Kind::Float, 0, v, {}, {}}; }
   static Attribute text(std::string n, std::string v) { return {std::move(n), Kind::String, 0, 0, std::move(v), {}}; }
-  static Attribute list(std::string n, std::vector<int64_t> v) { return {std::move(n), Kind::Ints, 0, 0, {}, std::move(v)}; }
+  static Attribute list(std::string n, std::vector<int64_t> v) {
+    return {std::move(n), Kind::Ints, 0, 0, {}, std::move(v)};
+  }
 };
 
 // What an exporter adds nodes through; values are named by strings.
@@ -50,8 +52,8 @@ class NodeBuilder {
 
 // inputs: the names of the Function's tensor arguments (after autocast); ctx: its forward's
 // context (ctx.data holds its non-tensor state). Returns the output's name.
-using FunctionExporter = std::function<std::string(NodeBuilder& g, const std::vector<std::string>& inputs,
-                                                   const autograd::Context& ctx)>;
+using FunctionExporter =
+    std::function<std::string(NodeBuilder& g, const std::vector<std::string>& inputs, const autograd::Context& ctx)>;
 // Registers (or replaces) the exporter of the Function whose `name` is `function_name`.
 void register_function_exporter(const std::string& function_name, FunctionExporter exporter);
 

@@ -172,12 +172,12 @@ std::string name_at(const std::vector<std::string>& names, size_t i, const char*
 
 }  // namespace
 
-void export_function(const TracedFn& fn, nn::Module* module, const std::vector<Tensor>& inputs,
-                     const std::string& path, const ExportOptions& options) {
+void export_function(const TracedFn& fn, nn::Module* module, const std::vector<Tensor>& inputs, const std::string& path,
+                     const ExportOptions& options) {
   MT_CHECK(fn != nullptr, kOp, "no function to export");
   MT_CHECK(!path.empty(), kOp, "empty path");
-  MT_CHECK(options.dtype == DType::Float32 || options.dtype == DType::Float16 || options.dtype == DType::BFloat16,
-           kOp, "dtype must be float32, float16 or bfloat16, got ", dtype_name(options.dtype));
+  MT_CHECK(options.dtype == DType::Float32 || options.dtype == DType::Float16 || options.dtype == DType::BFloat16, kOp,
+           "dtype must be float32, float16 or bfloat16, got ", dtype_name(options.dtype));
   MT_CHECK(options.input_names.empty() || options.input_names.size() == inputs.size(), kOp, "got ",
            options.input_names.size(), " input names for ", inputs.size(), " inputs");
   for (size_t i = 0; i < inputs.size(); ++i) {

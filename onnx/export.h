@@ -39,7 +39,7 @@ void export_model(nn::Module& module, const std::vector<Tensor>& inputs, const s
 // The same for any function of tensors; `module` (may be null) supplies the initializer names and
 // the eval mode. Every output must be a defined tensor computed from the inputs.
 using TracedFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
-void export_function(const TracedFn& fn, nn::Module* module, const std::vector<Tensor>& inputs,
-                     const std::string& path, const ExportOptions& options = {});
+void export_function(const TracedFn& fn, nn::Module* module, const std::vector<Tensor>& inputs, const std::string& path,
+                     const ExportOptions& options = {});
 
 }  // namespace mantissa::onnx

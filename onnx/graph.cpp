@@ -47,8 +47,8 @@ namespace {
 // They run in fp32 between Casts: exact for the inputs, and Mantissa accumulates in fp32 and
 // rounds once too.
 bool lacks_type(const std::string& op, DType t) {
-  static const char* const kNoBf16[] = {"Conv",  "MaxPool", "AveragePool", "GlobalAveragePool", "Sin",
-                                        "Cos",   "Softplus", "ArgMax",      "ArgMin",            "IsInf"};
+  static const char* const kNoBf16[] = {
+      "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "Sin", "Cos", "Softplus", "ArgMax", "ArgMin", "IsInf"};
   if (t == DType::BFloat16)
     for (const char* o : kNoBf16)
       if (op == o) return true;
@@ -95,8 +95,8 @@ std::vector<std::string> Graph::node_n(const std::string& op_type, const std::ve
   }
   // The natural output dtype, for dtype_of() and later Cast decisions.
   DType t = inputs.empty() || inputs[0].empty() ? DType::Float32 : dtype_of(inputs[0]);
-  static const char* const kBool[] = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not",
-                                      "And",   "Or",   "IsInf",       "IsNaN"};
+  static const char* const kBool[] = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
+                                      "Not",   "And",  "Or",          "IsInf",   "IsNaN"};
   for (const char* b : kBool)
     if (op_type == b) t = DType::Bool;
   if (op_type == "ArgMax" || op_type == "ArgMin" || op_type == "Shape") t = DType::Int64;

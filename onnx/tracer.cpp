@@ -129,14 +129,14 @@ void tensors_of(std::vector<const Tensor*>& v, const T& a) {
 
 const NnKernels& twin_nn() {
   // Unmapped kernels (backward passes, unfold, training batch norm, losses) refuse traced inputs.
-#define MT_UNSUPPORTED(name)                                                     \
-  [](auto... args) {                                                             \
-    if (KernelTracer* k = rec()) {                                               \
-      std::vector<const Tensor*> ts;                                             \
-      (tensors_of<std::decay_t<decltype(args)>>(ts, args), ...);                 \
-      k->unsupported(#name, ts);                                                 \
-    }                                                                            \
-    cpu::name(args...);                                                          \
+#define MT_UNSUPPORTED(name)                                     \
+  [](auto... args) {                                             \
+    if (KernelTracer* k = rec()) {                               \
+      std::vector<const Tensor*> ts;                             \
+      (tensors_of<std::decay_t<decltype(args)>>(ts, args), ...); \
+      k->unsupported(#name, ts);                                 \
+    }                                                            \
+    cpu::name(args...);                                          \
   }
   static const NnKernels t{
       .conv2d_forward =
@@ -259,8 +259,7 @@ void KernelTracer::define(const Tensor& out, Value v) {
                                out.shape_str() + "), which ONNX cannot express");
   }
   // A kernel output covering only part of its storage (cat writes each piece into a slice).
-  MT_CHECK(out.is_contiguous() && out.offset() == 0 &&
-               size_t(out.nbytes()) == out.impl()->storage->nbytes,
+  MT_CHECK(out.is_contiguous() && out.offset() == 0 && size_t(out.nbytes()) == out.impl()->storage->nbytes,
            "onnx export", "op called from module '", module_path(),
            "' writes a computed value into part of a tensor (shape ", out.shape_str(), "): not exportable");
   v.shape = out.sizes();
@@ -450,7 +449,8 @@ void KernelTracer::function_end(const char* name, const std::vector<Tensor>& inp
 
 void KernelTracer::unsupported(const char* kernel, const std::vector<const Tensor*>& args) {
   for (const Tensor* t : args)
-    if (t->defined() && traced(*t)) fail(kernel, "no ONNX mapping (register an exporter for a custom Function, docs/onnx.md)");
+    if (t->defined() && traced(*t))
+      fail(kernel, "no ONNX mapping (register an exporter for a custom Function, docs/onnx.md)");
 }
 
 void KernelTracer::copy(const Tensor& src, const Tensor& dst) {
@@ -469,46 +469,89 @@ void KernelTracer::fill(const Tensor& dst) {
 void KernelTracer::unary(UnaryOp op, const Tensor& in, const Tensor& out, double a, double b) {
   if (!traced(in)) return;
   Value v = value_of(in);
-  const std::string& x = v.name;
-  const DType t = in.dtype();
+  // Formulas of several ONNX ops run in fp32 for half inputs, as Mantissa's kernels compute them
+  // (one rounding at the end instead of one per node).
+  const bool composite = op == UnaryOp::GeluErf || op == UnaryOp::GeluTanh || op == UnaryOp::Silu ||
+                         op == UnaryOp::Softplus || op == UnaryOp::Log1p || op == UnaryOp::Rsqrt;
+  const bool widen = composite && (in.dtype() == DType::Float16 || in.dtype() == DType::BFloat16);
+  const DType t = widen ? DType::Float32 : in.dtype();
+  const std::string x = g_.cast(v.name, t);
   auto sc = [&](double c) { return g_.scalar(c, t); };
   std::string y;
   switch (op) {
-    case UnaryOp::Neg: y = g_.node("Neg", {x}); break;
-    case UnaryOp::Abs: y = g_.node("Abs", {x}); break;
-    case UnaryOp::Sign: y = g_.node("Sign", {x}); break;
-    case UnaryOp::Exp: y = g_.node("Exp", {x}); break;
-    case UnaryOp::Log: y = g_.node("Log", {x}); break;
-    case UnaryOp::Log1p: y = g_.node("Log", {g_.node("Add", {x, sc(1)})}); break;
-    case UnaryOp::Sqrt: y = g_.node("Sqrt", {x}); break;
-    case UnaryOp::Rsqrt: y = g_.node("Reciprocal", {g_.node("Sqrt", {x})}); break;
-    case UnaryOp::Sin: y = g_.node("Sin", {x}); break;
-    case UnaryOp::Cos: y = g_.node("Cos", {x}); break;
-    case UnaryOp::Tanh: y = g_.node("Tanh", {x}); break;
-    case UnaryOp::Sigmoid: y = g_.node("Sigmoid", {x}); break;
-    case UnaryOp::Relu: y = g_.node("Relu", {x}); break;
+    case UnaryOp::Neg:
+      y = g_.node("Neg", {x});
+      break;
+    case UnaryOp::Abs:
+      y = g_.node("Abs", {x});
+      break;
+    case UnaryOp::Sign:
+      y = g_.node("Sign", {x});
+      break;
+    case UnaryOp::Exp:
+      y = g_.node("Exp", {x});
+      break;
+    case UnaryOp::Log:
+      y = g_.node("Log", {x});
+      break;
+    case UnaryOp::Log1p:
+      y = g_.node("Log", {g_.node("Add", {x, sc(1)})});
+      break;
+    case UnaryOp::Sqrt:
+      y = g_.node("Sqrt", {x});
+      break;
+    case UnaryOp::Rsqrt:
+      y = g_.node("Reciprocal", {g_.node("Sqrt", {x})});
+      break;
+    case UnaryOp::Sin:
+      y = g_.node("Sin", {x});
+      break;
+    case UnaryOp::Cos:
+      y = g_.node("Cos", {x});
+      break;
+    case UnaryOp::Tanh:
+      y = g_.node("Tanh", {x});
+      break;
+    case UnaryOp::Sigmoid:
+      y = g_.node("Sigmoid", {x});
+      break;
+    case UnaryOp::Relu:
+      y = g_.node("Relu", {x});
+      break;
     case UnaryOp::GeluErf:  // x/2 (1 + erf(x / sqrt 2))
       y = g_.node("Mul", {g_.node("Mul", {x, sc(0.5)}),
                           g_.node("Add", {sc(1), g_.node("Erf", {g_.node("Mul", {x, sc(M_SQRT1_2)})})})});
       break;
     case UnaryOp::GeluTanh: {  // x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
       std::string cube = g_.node("Mul", {g_.node("Mul", {x, x}), x});
-      std::string inner = g_.node("Mul", {g_.node("Add", {x, g_.node("Mul", {cube, sc(0.044715)})}),
-                                          sc(std::sqrt(2.0 / M_PI))});
+      std::string inner =
+          g_.node("Mul", {g_.node("Add", {x, g_.node("Mul", {cube, sc(0.044715)})}), sc(std::sqrt(2.0 / M_PI))});
       y = g_.node("Mul", {g_.node("Mul", {x, sc(0.5)}), g_.node("Add", {sc(1), g_.node("Tanh", {inner})})});
       break;
     }
-    case UnaryOp::Silu: y = g_.node("Mul", {x, g_.node("Sigmoid", {x})}); break;
+    case UnaryOp::Silu:
+      y = g_.node("Mul", {x, g_.node("Sigmoid", {x})});
+      break;
     case UnaryOp::Softplus: {  // log(1 + exp(beta x)) / beta, x where beta x > threshold
       std::string bx = g_.node("Mul", {x, sc(a)});
       y = g_.node("Where", {g_.node("Greater", {bx, sc(b)}), x, g_.node("Div", {g_.node("Softplus", {bx}), sc(a)})});
       break;
     }
-    case UnaryOp::Erf: y = g_.node("Erf", {x}); break;
-    case UnaryOp::Reciprocal: y = g_.node("Reciprocal", {x}); break;
-    case UnaryOp::Square: y = g_.node("Mul", {x, x}); break;
-    case UnaryOp::LogicalNot: y = g_.node("Not", {g_.cast(x, DType::Bool)}); break;
-    case UnaryOp::PowScalar: y = g_.node("Pow", {x, sc(a)}); break;
+    case UnaryOp::Erf:
+      y = g_.node("Erf", {x});
+      break;
+    case UnaryOp::Reciprocal:
+      y = g_.node("Reciprocal", {x});
+      break;
+    case UnaryOp::Square:
+      y = g_.node("Mul", {x, x});
+      break;
+    case UnaryOp::LogicalNot:
+      y = g_.node("Not", {g_.cast(x, DType::Bool)});
+      break;
+    case UnaryOp::PowScalar:
+      y = g_.node("Pow", {x, sc(a)});
+      break;
     case UnaryOp::Clamp:
       y = x;
       if (!std::isinf(a)) y = g_.node("Max", {y, sc(a)});
@@ -518,7 +561,8 @@ void KernelTracer::unary(UnaryOp op, const Tensor& in, const Tensor& out, double
     case UnaryOp::IsFinite:
       y = g_.node("Not", {g_.node("Or", {g_.node("IsInf", {x}), g_.node("IsNaN", {x})})});
       break;
-    default: fail(op_name(op), "no ONNX mapping (a backward formula)");
+    default:
+      fail(op_name(op), "no ONNX mapping (a backward formula)");
   }
   define(out, y, v.batch_dim);
 }
@@ -529,33 +573,60 @@ void KernelTracer::binary(BinaryOp op, const Tensor& a, const Tensor& b, const T
   const std::vector<std::string> ab{va.name, vb.name};
   std::string y;
   switch (op) {
-    case BinaryOp::Add: y = g_.node("Add", ab); break;
-    case BinaryOp::Sub: y = g_.node("Sub", ab); break;
-    case BinaryOp::Mul: y = g_.node("Mul", ab); break;
-    case BinaryOp::Div: y = g_.node("Div", ab); break;
-    case BinaryOp::Maximum: y = g_.node("Max", ab); break;
-    case BinaryOp::Minimum: y = g_.node("Min", ab); break;
-    case BinaryOp::Pow: y = g_.node("Pow", ab); break;
-    case BinaryOp::Eq: y = g_.node("Equal", ab); break;
-    case BinaryOp::Ne: y = g_.node("Not", {g_.node("Equal", ab)}); break;
-    case BinaryOp::Lt: y = g_.node("Less", ab); break;
-    case BinaryOp::Le: y = g_.node("LessOrEqual", ab); break;
-    case BinaryOp::Gt: y = g_.node("Greater", ab); break;
-    case BinaryOp::Ge: y = g_.node("GreaterOrEqual", ab); break;
+    case BinaryOp::Add:
+      y = g_.node("Add", ab);
+      break;
+    case BinaryOp::Sub:
+      y = g_.node("Sub", ab);
+      break;
+    case BinaryOp::Mul:
+      y = g_.node("Mul", ab);
+      break;
+    case BinaryOp::Div:
+      y = g_.node("Div", ab);
+      break;
+    case BinaryOp::Maximum:
+      y = g_.node("Max", ab);
+      break;
+    case BinaryOp::Minimum:
+      y = g_.node("Min", ab);
+      break;
+    case BinaryOp::Pow:
+      y = g_.node("Pow", ab);
+      break;
+    case BinaryOp::Eq:
+      y = g_.node("Equal", ab);
+      break;
+    case BinaryOp::Ne:
+      y = g_.node("Not", {g_.node("Equal", ab)});
+      break;
+    case BinaryOp::Lt:
+      y = g_.node("Less", ab);
+      break;
+    case BinaryOp::Le:
+      y = g_.node("LessOrEqual", ab);
+      break;
+    case BinaryOp::Gt:
+      y = g_.node("Greater", ab);
+      break;
+    case BinaryOp::Ge:
+      y = g_.node("GreaterOrEqual", ab);
+      break;
     case BinaryOp::LogicalAnd:
       y = g_.node("And", {g_.cast(va.name, DType::Bool), g_.cast(vb.name, DType::Bool)});
       break;
     case BinaryOp::LogicalOr:
       y = g_.node("Or", {g_.cast(va.name, DType::Bool), g_.cast(vb.name, DType::Bool)});
       break;
-    default: fail(op_name(op), "no ONNX mapping (a backward formula)");
+    default:
+      fail(op_name(op), "no ONNX mapping (a backward formula)");
   }
   Value r{y, out.sizes(), batch_of({&va, &vb}, out.dim())};
   // Both operands broadcast along a dim: ONNX's result stays size 1 there.
   Shape got(out.dim(), 1);
   for (const Value* v : {&va, &vb})
-    for (size_t i = 0; i < v->shape.size(); ++i) got[out.dim() - v->shape.size() + i] =
-        std::max(got[out.dim() - v->shape.size() + i], v->shape[i]);
+    for (size_t i = 0; i < v->shape.size(); ++i)
+      got[out.dim() - v->shape.size() + i] = std::max(got[out.dim() - v->shape.size() + i], v->shape[i]);
   r.shape = got;
   r = expand(r, out.sizes());
   define(out, r.name, r.batch_dim);
@@ -564,7 +635,8 @@ void KernelTracer::binary(BinaryOp op, const Tensor& a, const Tensor& b, const T
 void KernelTracer::where(const Tensor& c, const Tensor& a, const Tensor& b, const Tensor& out) {
   if (!any_traced({&c, &a, &b})) return;
   Value vc = value_of(c, true), va = value_of(a, true), vb = value_of(b, true);
-  Value r{g_.node("Where", {g_.cast(vc.name, DType::Bool), va.name, vb.name}), {}, batch_of({&vc, &va, &vb}, out.dim())};
+  Value r{
+      g_.node("Where", {g_.cast(vc.name, DType::Bool), va.name, vb.name}), {}, batch_of({&vc, &va, &vb}, out.dim())};
   r.shape = Shape(out.dim(), 1);
   for (const Value* v : {&vc, &va, &vb})
     for (size_t i = 0; i < v->shape.size(); ++i)
@@ -582,15 +654,25 @@ void KernelTracer::reduce(ReduceOp op, const Tensor& in, const Tensor& out) {
   std::string x = widen && (op == ReduceOp::Sum || op == ReduceOp::Prod) ? g_.cast(v.name, DType::Float32) : v.name;
   std::string y;
   switch (op) {
-    case ReduceOp::Sum: y = g_.node("ReduceSum", {x, g_.ints({1})}, {A::integer("keepdims", 0)}); break;
-    case ReduceOp::Prod: y = g_.node("ReduceProd", {x}, {A::list("axes", {1}), A::integer("keepdims", 0)}); break;
-    case ReduceOp::Max: y = g_.node("ReduceMax", {x}, {A::list("axes", {1}), A::integer("keepdims", 0)}); break;
-    case ReduceOp::Min: y = g_.node("ReduceMin", {x}, {A::list("axes", {1}), A::integer("keepdims", 0)}); break;
+    case ReduceOp::Sum:
+      y = g_.node("ReduceSum", {x, g_.ints({1})}, {A::integer("keepdims", 0)});
+      break;
+    case ReduceOp::Prod:
+      y = g_.node("ReduceProd", {x}, {A::list("axes", {1}), A::integer("keepdims", 0)});
+      break;
+    case ReduceOp::Max:
+      y = g_.node("ReduceMax", {x}, {A::list("axes", {1}), A::integer("keepdims", 0)});
+      break;
+    case ReduceOp::Min:
+      y = g_.node("ReduceMin", {x}, {A::list("axes", {1}), A::integer("keepdims", 0)});
+      break;
     case ReduceOp::ArgMax:
-      y = g_.node("ArgMax", {x}, {A::integer("axis", 1), A::integer("keepdims", 0), A::integer("select_last_index", 0)});
+      y = g_.node("ArgMax", {x},
+                  {A::integer("axis", 1), A::integer("keepdims", 0), A::integer("select_last_index", 0)});
       break;
     case ReduceOp::ArgMin:
-      y = g_.node("ArgMin", {x}, {A::integer("axis", 1), A::integer("keepdims", 0), A::integer("select_last_index", 0)});
+      y = g_.node("ArgMin", {x},
+                  {A::integer("axis", 1), A::integer("keepdims", 0), A::integer("select_last_index", 0)});
       break;
   }
   Value r = reshape(Value{g_.cast(y, out.dtype()), {outer}, v.batch_dim == 0 ? 0 : -1}, out.sizes());
@@ -642,7 +724,8 @@ void KernelTracer::index_select(const Tensor& in, int64_t dim, const Tensor& ind
 void KernelTracer::gather(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) {
   if (!any_traced({&in, &index})) return;
   Value vi = value_of(in), vx = value_of(index);
-  define(out, g_.node("GatherElements", {vi.name, vx.name}, {A::integer("axis", dim)}), batch_of({&vi, &vx}, out.dim()));
+  define(out, g_.node("GatherElements", {vi.name, vx.name}, {A::integer("axis", dim)}),
+         batch_of({&vi, &vx}, out.dim()));
 }
 
 void KernelTracer::conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
@@ -651,17 +734,18 @@ void KernelTracer::conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, 
   Value vx = value_of(x);
   std::vector<std::string> in{vx.name, value_of(w).name};
   if (bias.defined()) in.push_back(g_.cast(value_of(bias).name, x.dtype()));
-  std::string r = g_.node("Conv", in,
-                          {A::list("kernel_shape", {g.KH, g.KW}), A::list("strides", {g.SH, g.SW}),
-                           A::list("pads", {g.PH, g.PW, g.PH, g.PW}), A::list("dilations", {g.DH, g.DW}),
-                           A::integer("group", g.groups)});
+  std::string r = g_.node(
+      "Conv", in,
+      {A::list("kernel_shape", {g.KH, g.KW}), A::list("strides", {g.SH, g.SW}),
+       A::list("pads", {g.PH, g.PW, g.PH, g.PW}), A::list("dilations", {g.DH, g.DW}), A::integer("group", g.groups)});
   define(y, r, vx.batch_dim);
 }
 
 namespace {
 // Whether the pooling output needs ceil_mode (its size is larger than floor mode gives).
 int64_t ceil_mode(const Pool2dGeometry& g) {
-  return g.OH > window_output_size(g.H, g.KH, g.SH, g.PH, g.DH) || g.OW > window_output_size(g.W, g.KW, g.SW, g.PW, g.DW)
+  return g.OH > window_output_size(g.H, g.KH, g.SH, g.PH, g.DH) ||
+                 g.OW > window_output_size(g.W, g.KW, g.SW, g.PW, g.DW)
              ? 1
              : 0;
 }
@@ -711,11 +795,10 @@ void KernelTracer::layer_norm(const Tensor& x, const Tensor& w, const Tensor& b,
   Value vx = reshape(value_of(x), {m, n});
   // Computed in fp32 as Mantissa does (acc parameters).
   std::vector<std::string> in{g_.cast(vx.name, DType::Float32)};
-  in.push_back(w.defined() ? g_.cast(value_of(w).name, DType::Float32)
-                           : g_.constant([&] {
-                               SuspendTracing s;
-                               return ones({n});
-                             }()));
+  in.push_back(w.defined() ? g_.cast(value_of(w).name, DType::Float32) : g_.constant([&] {
+    SuspendTracing s;
+    return ones({n});
+  }()));
   if (b.defined()) in.push_back(g_.cast(value_of(b).name, DType::Float32));
   std::string r = g_.node("LayerNormalization", in, {A::integer("axis", -1), A::real("epsilon", float(eps))});
   Value out = reshape(Value{g_.cast(r, y.dtype()), {m, n}, vx.batch_dim}, y.sizes());
@@ -734,15 +817,15 @@ void KernelTracer::batch_norm_apply(const Tensor& x, const Tensor& scale, const 
   define(y, r, vx.batch_dim);
 }
 
-void KernelTracer::attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-                             const Tensor& out, const Tensor& lse, const AttentionGeometry& g) {
+void KernelTracer::attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Tensor& out,
+                             const Tensor& lse, const AttentionGeometry& g) {
   if (!any_traced({&q, &k, &v, &mask})) return;
   if (g.dropout_p > 0) fail("attention_forward", "attention dropout in an eval-mode forward");
   Value vq = value_of(q), vk = value_of(k), vv = value_of(v);
   // scores [BH, L, S] = q k^T (in T, accumulated in fp32 by both), scaled and masked in fp32.
   std::string kt = g_.node("Transpose", {vk.name}, {A::list("perm", {0, 2, 1})});
-  std::string s = g_.node("Mul", {g_.cast(g_.node("MatMul", {vq.name, kt}), DType::Float32),
-                                  g_.scalar(g.scale, DType::Float32)});
+  std::string s =
+      g_.node("Mul", {g_.cast(g_.node("MatMul", {vq.name, kt}), DType::Float32), g_.scalar(g.scale, DType::Float32)});
   if (mask.defined()) {
     if (traced(mask)) fail("attention_forward", "an attention mask computed from the inputs is not exportable");
     SuspendTracing sus;
@@ -776,7 +859,9 @@ void KernelTracer::attention(const Tensor& q, const Tensor& k, const Tensor& v, 
 void KernelTracer::triangle(const Tensor& in, const Tensor& out, int64_t diagonal, bool upper) {
   if (!traced(in)) return;
   Value v = value_of(in);
-  define(out, g_.node("Trilu", {v.name, g_.scalar(double(diagonal), DType::Int64)}, {A::integer("upper", upper ? 1 : 0)}), v.batch_dim);
+  define(out,
+         g_.node("Trilu", {v.name, g_.scalar(double(diagonal), DType::Int64)}, {A::integer("upper", upper ? 1 : 0)}),
+         v.batch_dim);
 }
 
 }  // namespace mantissa::onnx

@@ -30,8 +30,10 @@ inline std::vector<Case> cases() {
   {
     mt::NoGradGuard g;
     for (auto& [name, b] : resnet->named_buffers())
-      if (name.find("running_mean") != std::string::npos) b.copy_(mt::randn(b.sizes()) * 0.1);
-      else if (name.find("running_var") != std::string::npos) b.copy_(mt::rand(b.sizes()) + 0.5);
+      if (name.find("running_mean") != std::string::npos)
+        b.copy_(mt::randn(b.sizes()) * 0.1);
+      else if (name.find("running_var") != std::string::npos)
+        b.copy_(mt::rand(b.sizes()) + 0.5);
   }
   out.push_back({"resnet20", resnet, [](int64_t n) { return mt::randn({n, 3, 32, 32}); }});
   auto gpt = std::make_shared<mt::nn::GPT>(

@@ -124,9 +124,7 @@ TEST(OnnxExportErrors, FusedResNetExports) {
 struct Unfolds : mt::nn::Module {
   mt::nn::Linear fc{27, 4};
   Unfolds() { register_module("fc", fc); }
-  mt::Tensor forward(const mt::Tensor& x) override {
-    return fc(F::unfold(x, {3, 3}).transpose(1, 2));
-  }
+  mt::Tensor forward(const mt::Tensor& x) override { return fc(F::unfold(x, {3, 3}).transpose(1, 2)); }
 };
 
 struct Outer : mt::nn::Module {
@@ -205,10 +203,10 @@ TEST(OnnxExport, CustomFunctionUsesItsExporter) {
   const fs::path plain = temp_dir() / "cube_plain.onnx", custom = temp_dir() / "cube_custom.onnx";
   mt::onnx::export_function(fn, &fc, {mt::randn({2, 4})}, plain.string());
   EXPECT_FALSE(op_types(load(plain)).count("Pow"));  // traced as its forward's Muls
-  mt::onnx::register_function_exporter(Cube::name, [](mt::onnx::NodeBuilder& g, const std::vector<std::string>& in,
-                                                      const mt::autograd::Context&) {
-    return g.node("Pow", {in[0], g.scalar(3, g.dtype_of(in[0]))});
-  });
+  mt::onnx::register_function_exporter(
+      Cube::name, [](mt::onnx::NodeBuilder& g, const std::vector<std::string>& in, const mt::autograd::Context&) {
+        return g.node("Pow", {in[0], g.scalar(3, g.dtype_of(in[0]))});
+      });
   mt::onnx::export_function(fn, &fc, {mt::randn({2, 4})}, custom.string());
   check_file(custom);
   EXPECT_TRUE(op_types(load(custom)).count("Pow"));
