@@ -95,9 +95,9 @@ OrtResult run_ort(const fs::path& model, const mt::Tensor& x, const fs::path& wo
                {"runs", runs},
                {"threads", threads()}};
   std::ofstream(work / "spec.json") << spec.dump();
-  const std::string cmd = "NODE_PATH='" + (ort_dir() / "node_modules").string() + "' node '" MANTISSA_SOURCE_DIR
-                          "/tools/onnx-run.js' '" + model.string() + "' '" + (work / "spec.json").string() + "' '" +
-                          work.string() + "' 2>&1";
+  const std::string cmd = "NODE_PATH='" + (ort_dir() / "node_modules").string() +
+                          "' node '" MANTISSA_SOURCE_DIR "/tools/onnx-run.js' '" + model.string() + "' '" +
+                          (work / "spec.json").string() + "' '" + work.string() + "' 2>&1";
   fs::remove(work / "result.json");
   std::string log;
   if (FILE* p = ::popen(cmd.c_str(), "r")) {
@@ -178,9 +178,10 @@ TEST_P(OnnxRuntime, OutputsMatchMantissa) {
     ASSERT_EQ(ort.output.sizes(), r.sizes());
     const double scale = mt::amax(mt::abs(r)).item<double>();
     const double err = mt::amax(mt::abs(ort.output - r)).item<double>() / std::max(scale, 1e-30);
-    std::printf("onnxruntime %-8s %-8s batch 3, %d thread(s): max |ort - mantissa| / max |mantissa| = %.3g (tol %.3g); "
-                "latency mantissa %.3f ms, onnxruntime %.3f ms\n",
-                c.name.c_str(), mt::dtype_name(dtype), threads(), err, tol, mt_ms, ort.latency_ms);
+    std::printf(
+        "onnxruntime %-8s %-8s batch 3, %d thread(s): max |ort - mantissa| / max |mantissa| = %.3g (tol %.3g); "
+        "latency mantissa %.3f ms, onnxruntime %.3f ms\n",
+        c.name.c_str(), mt::dtype_name(dtype), threads(), err, tol, mt_ms, ort.latency_ms);
     EXPECT_LE(err, tol);
   }
 }
