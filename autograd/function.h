@@ -28,6 +28,7 @@
 #include "autograd/ops.h"
 #include "core/error.h"
 #include "core/shape.h"
+#include "core/trace.h"
 
 namespace mantissa::autograd {
 
@@ -65,6 +66,9 @@ struct Function {
     inputs = amp::autocast_many(policy, inputs);
     auto ctx = std::make_shared<Context>();
     Tensor out;
+    // An exporter tracing this thread may record the call as one op (core/trace.h).
+    trace::Tracer* tracer = trace::current();
+    const bool traced = tracer != nullptr && tracer->function_begin(Derived::name);
     {
       NoGradGuard guard;
       size_t i = 0;
@@ -74,6 +78,7 @@ struct Function {
       out = std::apply([&](auto&&... a) { return Derived::forward(*ctx, std::forward<decltype(a)>(a)...); },
                        std::move(picked));
     }
+    if (traced) tracer->function_end(Derived::name, inputs, *ctx, out);
     if (needs_grad(inputs)) {
       // The forward may return an input or a view of one: give the node its own output.
       if (!out.is_leaf() || out.requires_grad()) out = out.detach();

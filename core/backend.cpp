@@ -4,6 +4,7 @@
 #include "core/cpu/kernels.h"
 #include "core/error.h"
 #include "core/profile_op.h"
+#include "core/trace.h"
 
 namespace mantissa {
 
@@ -66,7 +67,11 @@ const Backend& cuda_table() { return *find_backend(DeviceType::CUDA)->kernels; }
 }  // namespace
 
 const Backend& backend_for(Device d) {
-  if (d.is_cpu()) return profiler::enabled() ? profiled<cpu_backend>() : cpu_backend();
+  if (d.is_cpu()) {
+    if (trace::Tracer* t = trace::current()) [[unlikely]]
+      return t->backend();  // an exporter records this thread's ops (core/trace.h)
+    return profiler::enabled() ? profiled<cpu_backend>() : cpu_backend();
+  }
   const DeviceBackend* b = find_backend(d.type);
   MT_CHECK(b != nullptr, "dispatch", "device ", d.str(), " is not available: mantissa was built without it");
   MT_CHECK(d.index < b->device_count(), "dispatch", "device ", d.str(), " is not available (", b->device_count(),

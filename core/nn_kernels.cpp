@@ -6,6 +6,7 @@
 #include "core/backend_registry.h"
 #include "core/error.h"
 #include "core/profile_op.h"
+#include "core/trace.h"
 
 namespace mantissa {
 
@@ -32,7 +33,11 @@ const NnKernels& profiled() {
 }  // namespace
 
 const NnKernels& nn_kernels_for(Device device, const char* op) {
-  if (device.is_cpu()) return profiler::enabled() ? profiled<cpu_table>() : cpu::kNnKernels;
+  if (device.is_cpu()) {
+    if (trace::Tracer* t = trace::current()) [[unlikely]]
+      return t->nn_kernels();  // an exporter records this thread's ops (core/trace.h)
+    return profiler::enabled() ? profiled<cpu_table>() : cpu::kNnKernels;
+  }
   (void)backend_for(device);  // throws when the device is not available
   const NnKernels* k = find_backend(device.type)->nn;
   MT_CHECK(k != nullptr, op, "no kernels for ", device.str(), " are registered (the op runs on the CPU only)");

@@ -19,6 +19,8 @@ packages=(
   clang-format               # tools/format.sh: the style check CI runs
   clang-tidy                 # tools/tidy.sh: bugprone/performance checks on changed files
   libdnnl-dev                # oneDNN 2.6: bf16/fp32 CPU matmul and convolution (optional: Eigen without it)
+  libonnx-dev libprotobuf-dev  # ONNX 1.12 + protobuf: the exporter, mantissa::onnx (optional: not built without them)
+  nodejs npm                 # tools/onnx-runtime.sh: ONNX Runtime from npm for tests/onnx/test_onnx_runtime.cpp
   python3-matplotlib         # tools/plot_runs.py only (plots of --metrics files); no build or test needs it
   "$@"
 )

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "../common/onnx_export.h"
 #include "../common/run_log.h"
 #include "data.h"
 
@@ -62,7 +63,7 @@ void progress(int epoch, int epochs, int64_t batch, int64_t batches, double loss
 int main(int argc, char** argv) {
   CLI::App app{"Train a CIFAR ResNet with augmentation and optional mixed precision"};
   std::string dataset = "auto", data_dir, labels = "fine", amp_name = "off", device_name = "cpu";
-  std::string schedule = "cosine", save_path, resume_path;
+  std::string schedule = "cosine", save_path, resume_path, export_path;
   int depth = 20, epochs = 5, stop_after = 0;
   int64_t batch_size = 128, limit = 0;
   double lr = 0.1, momentum = 0.9, weight_decay = 5e-4, label_smoothing = 0, warmup_epochs = 1;
@@ -96,6 +97,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-augment", no_augment, "train without random crop and flip");
   app.add_option("--save", save_path, "write a checkpoint here after every epoch");
   app.add_option("--resume", resume_path, "resume from this checkpoint (continues exactly where it was saved)");
+  app.add_option("--export", export_path, "write the trained model as ONNX here (after training, or from --resume)");
   app.add_option("--stop-after", stop_after,
                  "stop after this epoch, as if interrupted (the schedule still spans --epochs; --resume continues)")
       ->check(CLI::PositiveNumber);
@@ -224,7 +226,9 @@ int main(int argc, char** argv) {
         return 0;
       }
     }
-    const int trained = epochs - start_epoch;
+    if (!export_path.empty())
+      examples::export_onnx(net, mt::zeros({1, 3, 32, 32}), export_path, amp, device, "image", "logits");
+    const int trained = std::max(0, epochs - start_epoch);
     std::printf(
         "final: dataset=%s depth=%d amp=%s epochs=%d test_accuracy=%.2f%% test_loss=%.4f time_per_epoch=%.1fs "
         "images_per_s=%.0f loss_scale=%g skipped_steps=%lld\n",

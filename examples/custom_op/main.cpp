@@ -12,6 +12,13 @@
 #include <iostream>
 #include <string>
 
+#ifdef MANTISSA_WITH_ONNX
+#include <filesystem>
+
+#include "onnx/custom.h"
+#include "onnx/export.h"
+#endif
+
 namespace mt = mantissa;
 
 struct Softplus : mt::autograd::Function<Softplus> {
@@ -58,6 +65,22 @@ static int run() {
             mt::autograd::gradgradcheck([](const std::vector<mt::Tensor>& in) { return Softplus::apply(in[0], 2.0); },
                                         {small}, {}, &why);
   std::printf("max |grad - sigmoid(2x)| = %.3g, gradcheck: %s\n", worst, ok ? "passed" : why.c_str());
+#ifdef MANTISSA_WITH_ONNX
+  // ONNX export (docs/onnx.md): without an exporter the Function is traced as the kernels its
+  // forward runs (Mul, Relu, Abs, Exp, Log, ...); with one it becomes the nodes we choose.
+  mt::onnx::register_function_exporter(Softplus::name, [](mt::onnx::NodeBuilder& g, const std::vector<std::string>& in,
+                                                          const mt::autograd::Context& ctx) {
+    const double beta = std::any_cast<double>(ctx.data.at("beta"));
+    const mt::DType t = g.dtype_of(in[0]);
+    return g.node("Div", {g.node("Softplus", {g.node("Mul", {in[0], g.scalar(beta, t)})}), g.scalar(beta, t)});
+  });
+  const std::string path = (std::filesystem::temp_directory_path() / "mantissa_custom_op.onnx").string();
+  mt::onnx::export_function(
+      [](const std::vector<mt::Tensor>& in) { return std::vector<mt::Tensor>{Softplus::apply(in[0], 2.0)}; }, nullptr,
+      {mt::randn({4, 3})}, path, {.input_names = {"x"}, .output_names = {"y"}});
+  std::printf("exported %s: softplus as ONNX Mul -> Softplus -> Div\n", path.c_str());
+  std::filesystem::remove(path);
+#endif
   return ok && worst < 1e-12 ? 0 : 1;
 }
 

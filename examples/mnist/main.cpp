@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "../common/onnx_export.h"
 #include "../common/parallel.h"
 #include "../common/run_log.h"
 #include "models.h"
@@ -61,7 +62,7 @@ void progress(int epoch, int epochs, int64_t batch, int64_t batches, double loss
 int main(int argc, char** argv) {
   CLI::App app{"Train an MLP or CNN on (Fashion-)MNIST with optional mixed precision"};
   std::string model_name = "mlp", amp_name = "off", data_dir = mt::data::kFashionMnistDir, device_name = "cpu";
-  std::string save_path, resume_path;
+  std::string save_path, resume_path, export_path;
   int epochs = 5;
   int64_t batch_size = 0, limit = 0;
   double lr = 1e-3;
@@ -78,6 +79,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"off", "fp16", "bf16"}));
   app.add_option("--save", save_path, "write a checkpoint here after every epoch");
   app.add_option("--resume", resume_path, "resume from this checkpoint");
+  app.add_option("--export", export_path, "write the trained model as ONNX here (with --resume alone: no training)");
   app.add_option("--limit", limit, "use only the first N training and test images (quick runs)");
   bool distributed = false;
   app.add_flag("--distributed", distributed, "data parallel over the ranks of mpirun (batch size is per rank)");
@@ -141,12 +143,12 @@ int main(int argc, char** argv) {
     int start_epoch = 0;
     if (!resume_path.empty()) {
       const int64_t saved_epoch = mt::optim::load_checkpoint(resume_path, parts).epoch;
-      if (saved_epoch >= epochs) {
+      if (saved_epoch >= epochs && export_path.empty()) {
         std::cerr << "mnist: '" << resume_path << "' was saved after epoch " << saved_epoch << ", and --epochs is "
                   << epochs << ": nothing left to train (pass --epochs above " << saved_epoch << ")\n";
         return 2;
       }
-      start_epoch = int(saved_epoch);
+      start_epoch = int(std::min<int64_t>(saved_epoch, epochs));
       if (lead) std::printf("resumed from %s at epoch %d\n", resume_path.c_str(), start_epoch);
       // The checkpoint restored the schedule of the run that saved it. If --epochs differs,
       // stretch the cosine to the new end (from the current step on) rather than finishing
@@ -219,6 +221,8 @@ int main(int argc, char** argv) {
     auto mem = mt::amp::memory_report(net->parameters());
     int trained = epochs - start_epoch;
     if (!lead) return 0;
+    if (!export_path.empty())
+      examples::export_onnx(*net, mt::zeros({1, 1, 28, 28}), export_path, amp, device, "image", "logits");
     std::printf(
         "final: model=%s amp=%s epochs=%d test_accuracy=%.2f%% test_loss=%.4f time_per_epoch=%.1fs "
         "loss_scale=%g skipped_steps=%lld memory: masters=%.2fMB working_copies=%.2fMB grads=%.2fMB%s\n",

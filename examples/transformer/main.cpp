@@ -17,6 +17,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "../common/onnx_export.h"
 #include "../common/parallel.h"
 #include "../common/run_log.h"
 #include "corpus.h"
@@ -29,7 +30,7 @@ using namespace gpt_example;
 namespace {
 
 struct Options {
-  std::string text_path, amp = "off", device = "cpu", save, resume, prompt = "\n";
+  std::string text_path, amp = "off", device = "cpu", save, resume, prompt = "\n", export_path;
   int64_t layers = 4, heads = 4, d_model = 128, context = 128, batch_size = 16, steps = 1000, warmup = 100;
   int64_t eval_every = 100, eval_batches = 8, sample = 300, top_k = 20;
   int64_t stop_at = 0;          // > 0: stop (and save) at this step, as an interrupted run would
@@ -267,6 +268,9 @@ int run(const Options& o) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (start >= o.steps) val = evaluate(gpt, corpus, o, amp, dev);
   if (!lead) return 0;
+  if (!o.export_path.empty())
+    examples::export_onnx(gpt, mt::zeros({1, o.context}, {.dtype = mt::kInt64}), o.export_path, amp, dev, "tokens",
+                          "logits");
   std::printf(
       "final: steps=%lld amp=%s first_loss=%.4f train_loss=%.4f val_loss=%.4f time=%.1fs loss_scale=%g "
       "skipped_steps=%lld params=%s%s\n",
@@ -303,6 +307,7 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed, "random seed (initialization, batches, dropout, sampling)");
   app.add_option("--save", o.save, "write a checkpoint here at every evaluation");
   app.add_option("--resume", o.resume, "resume from this checkpoint (same model and text)");
+  app.add_option("--export", o.export_path, "write the trained GPT as ONNX here (after training, or from --resume)");
   app.add_option("--eval-every", o.eval_every, "steps between validation passes (0: at the end only)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--eval-batches", o.eval_batches, "validation batches per pass")->check(CLI::PositiveNumber);

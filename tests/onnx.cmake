@@ -1,0 +1,13 @@
+# The ONNX exporter's tests (tests/onnx/), built only with the exporter (cmake/MantissaOnnx.cmake).
+if(MANTISSA_WITH_ONNX)
+  file(GLOB MANTISSA_ONNX_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/onnx/test_onnx_*.cpp)
+  foreach(src ${MANTISSA_ONNX_TESTS})
+    get_filename_component(name ${src} NAME_WE)
+    add_executable(${name} ${src})
+    target_link_libraries(${name} PRIVATE mantissa::onnx Mantissa::onnx GTest::gtest_main nlohmann_json::nlohmann_json)
+    target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+    target_compile_options(${name} PRIVATE -Wall -Wextra)
+    target_compile_definitions(${name} PRIVATE MANTISSA_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+    gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 600)
+  endforeach()
+endif()

@@ -1,0 +1,45 @@
+// The models the ONNX tests export (tests/onnx/test_onnx_*.cpp): the MNIST example's MLP and CNN,
+// ResNet-20 and a small GPT, each with an example input.
+#pragma once
+#include <mantissa.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../../examples/mnist/models.h"
+
+namespace onnx_test {
+
+namespace mt = mantissa;
+
+struct Case {
+  std::string name;
+  std::shared_ptr<mt::nn::Module> model;
+  std::function<mt::Tensor(int64_t batch)> input;  // a fresh example input of `batch` rows
+};
+
+inline std::vector<Case> cases() {
+  mt::manual_seed(7);
+  std::vector<Case> out;
+  out.push_back({"mlp", std::make_shared<mnist::Mlp>(), [](int64_t n) { return mt::randn({n, 1, 28, 28}); }});
+  out.push_back({"cnn", std::make_shared<mnist::Cnn>(), [](int64_t n) { return mt::randn({n, 1, 28, 28}); }});
+  auto resnet = std::make_shared<mt::nn::CifarResNet>(20);
+  // Non-trivial running statistics, so that batch norm in eval mode is really exercised.
+  {
+    mt::NoGradGuard g;
+    for (auto& [name, b] : resnet->named_buffers())
+      if (name.find("running_mean") != std::string::npos)
+        b.copy_(mt::randn(b.sizes()) * 0.1);
+      else if (name.find("running_var") != std::string::npos)
+        b.copy_(mt::rand(b.sizes()) + 0.5);
+  }
+  out.push_back({"resnet20", resnet, [](int64_t n) { return mt::randn({n, 3, 32, 32}); }});
+  auto gpt = std::make_shared<mt::nn::GPT>(
+      mt::nn::GPTConfig{.vocab_size = 65, .context = 32, .n_layer = 2, .n_head = 4, .d_model = 64});
+  out.push_back({"gpt", gpt, [](int64_t n) { return mt::randint(0, 65, {n, 32}); }});
+  return out;
+}
+
+}  // namespace onnx_test
