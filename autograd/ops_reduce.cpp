@@ -194,25 +194,24 @@ Tensor std(const Tensor& x0, const Shape& dims_in, int64_t correction, bool keep
   if (needs_grad({x})) {
     auto dims = reduction_dims(dims_in, x.dim(), "std");
     int64_t dof = count_of(x.sizes(), dims) - correction;
-    record("std", {x}, y,
-           [sx = SavedTensor(x), sy = SavedTensor(y, true), dims, keepdim, dof](const Tensor& g, auto&) {
-             // d std / d x = (x - mean) / (dof std), and 0 where std is 0 (PyTorch masks result == 0).
-             // A constant row counts as std 0 even when the two-pass variance leaves a rounding residue
-             // (which would otherwise give an O(1) gradient of residue / residue).
-             Tensor x = sx.unpack();
-             if (x.numel() == 0) return Grads{zeros_like(x)};
-             Shape d(dims.begin(), dims.end());
-             Tensor s = unsqueeze_reduced(sy.unpack(), dims, keepdim);
-             Tensor flat;
-             {
-               NoGradGuard guard;
-               flat = logical_or(s == 0.0, amax(x, d, true) == amin(x, d, true));
-             }
-             Tensor safe = where(flat, ones_like(s), s);
-             Tensor centered = x - mean(x, d, true);
-             Tensor gs = where(flat, zeros_like(s), unsqueeze_reduced(g, dims, keepdim) / (safe * double(dof)));
-             return Grads{gs * centered};
-           });
+    record("std", {x}, y, [sx = SavedTensor(x), sy = SavedTensor(y, true), dims, keepdim, dof](const Tensor& g, auto&) {
+      // d std / d x = (x - mean) / (dof std), and 0 where std is 0 (PyTorch masks result == 0).
+      // A constant row counts as std 0 even when the two-pass variance leaves a rounding residue
+      // (which would otherwise give an O(1) gradient of residue / residue).
+      Tensor x = sx.unpack();
+      if (x.numel() == 0) return Grads{zeros_like(x)};
+      Shape d(dims.begin(), dims.end());
+      Tensor s = unsqueeze_reduced(sy.unpack(), dims, keepdim);
+      Tensor flat;
+      {
+        NoGradGuard guard;
+        flat = logical_or(s == 0.0, amax(x, d, true) == amin(x, d, true));
+      }
+      Tensor safe = where(flat, ones_like(s), s);
+      Tensor centered = x - mean(x, d, true);
+      Tensor gs = where(flat, zeros_like(s), unsqueeze_reduced(g, dims, keepdim) / (safe * double(dof)));
+      return Grads{gs * centered};
+    });
   }
   return y;
 }
