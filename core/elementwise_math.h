@@ -5,6 +5,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/dtype_dispatch.h"  // MT_HOST_DEVICE
 
@@ -32,7 +33,16 @@ MT_HOST_DEVICE T sigmoid(T x) {
 
 // --- unary forward ---
 MT_UNARY_FUNCTOR(Neg, -x);
-MT_UNARY_FUNCTOR(Abs, x < T(0) ? -x : x);
+// fabs for floats: abs(-0.0) is +0.0 (PyTorch), and it is one bit operation.
+struct Abs {
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>)
+      return std::fabs(x);
+    else
+      return x < T(0) ? T(-x) : x;
+  }
+};
 MT_UNARY_FUNCTOR(Sign, T((T(0) < x) - (x < T(0))));
 MT_UNARY_FUNCTOR(Exp, std::exp(x));
 MT_UNARY_FUNCTOR(Log, std::log(x));

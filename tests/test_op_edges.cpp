@@ -314,6 +314,16 @@ TEST(OpEdges, ClampMinAboveMax) {
   EXPECT_EQ(mt::clamp(i64({-1, 0, 3}), 2, 1).to_vector<int64_t>(), (std::vector<int64_t>{1, 1, 1}));
 }
 
+// 17. abs(-0.0) is +0.0.
+TEST(OpEdges, AbsOfNegativeZero) {
+  // 1 / torch.abs(torch.tensor([-0.])) -> inf (abs(-0.0) is +0.0)
+  for (mt::DType t : {mt::kFloat32, mt::kFloat64, mt::kFloat16, mt::kBFloat16}) {
+    Tensor y = mt::abs(mt::full({3}, -0.0, {.dtype = t}));
+    for (double v : y.to_vector<double>()) EXPECT_FALSE(std::signbit(v)) << mt::dtype_name(t);
+  }
+  EXPECT_EQ(mt::abs(i64({-3, 0, 4})).to_vector<int64_t>(), (std::vector<int64_t>{3, 0, 4}));
+}
+
 // 18. fp16/bf16 running statistics are rounded once (reference: tools/gen_reference_edges.py).
 TEST(OpEdges, ReducedRunningStatsRoundOnce) {
   std::ifstream in(std::string(MANTISSA_TEST_DIR) + "/fixtures/reference_edges.json");
