@@ -4,6 +4,7 @@
 // that fails must be listed with its reason in tests/onnx/node_suite_failures.txt (and
 // docs/onnx.md); a listed case that passes, or an unlisted failure, fails the test.
 #include <gtest/gtest.h>
+#include <mantissa.h>
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
@@ -14,8 +15,6 @@
 #include <map>
 #include <set>
 #include <sstream>
-
-#include <mantissa.h>
 
 namespace fs = std::filesystem;
 namespace mt = mantissa;
@@ -33,15 +32,24 @@ std::string read_all(const fs::path& p) {
 
 mt::DType dtype_of(int t) {
   switch (t) {
-    case pb::TensorProto::FLOAT: return mt::kFloat32;
-    case pb::TensorProto::DOUBLE: return mt::kFloat64;
-    case pb::TensorProto::FLOAT16: return mt::kHalf;
-    case pb::TensorProto::BFLOAT16: return mt::kBFloat16;
-    case pb::TensorProto::INT64: return mt::kInt64;
-    case pb::TensorProto::INT32: return mt::kInt32;
-    case pb::TensorProto::UINT8: return mt::kUInt8;
-    case pb::TensorProto::BOOL: return mt::kBool;
-    default: throw mt::Error("tensor element type " + std::to_string(t) + " has no Mantissa dtype");
+    case pb::TensorProto::FLOAT:
+      return mt::kFloat32;
+    case pb::TensorProto::DOUBLE:
+      return mt::kFloat64;
+    case pb::TensorProto::FLOAT16:
+      return mt::kHalf;
+    case pb::TensorProto::BFLOAT16:
+      return mt::kBFloat16;
+    case pb::TensorProto::INT64:
+      return mt::kInt64;
+    case pb::TensorProto::INT32:
+      return mt::kInt32;
+    case pb::TensorProto::UINT8:
+      return mt::kUInt8;
+    case pb::TensorProto::BOOL:
+      return mt::kBool;
+    default:
+      throw mt::Error("tensor element type " + std::to_string(t) + " has no Mantissa dtype");
   }
 }
 
@@ -89,8 +97,9 @@ using Op = std::function<std::vector<mt::Tensor>(const In&, const Attrs&)>;
 
 int64_t wrap(int64_t d, int64_t rank) { return d < 0 ? d + rank : d; }
 mt::Shape reduce_axes(const In& in, const Attrs& a, bool axes_input) {
-  std::vector<int64_t> axes = axes_input ? (in.size() > 1 && in[1].defined() ? in[1].to_vector<int64_t>() : std::vector<int64_t>{})
-                                         : attr_ints(a, "axes");
+  std::vector<int64_t> axes =
+      axes_input ? (in.size() > 1 && in[1].defined() ? in[1].to_vector<int64_t>() : std::vector<int64_t>{})
+                 : attr_ints(a, "axes");
   for (auto& d : axes) d = wrap(d, in[0].dim());
   return axes;
 }
@@ -103,17 +112,34 @@ const std::map<std::string, Op>& ops() {
     auto unary = [&](const char* name, mt::Tensor (*f)(const mt::Tensor&)) {
       m[name] = [f](const In& in, const Attrs&) { return one(f(in[0])); };
     };
-    unary("Abs", mt::abs); unary("Neg", mt::neg); unary("Exp", mt::exp); unary("Log", mt::log);
-    unary("Sqrt", mt::sqrt); unary("Sin", mt::sin); unary("Cos", mt::cos); unary("Tanh", mt::tanh);
-    unary("Sigmoid", mt::sigmoid); unary("Relu", mt::relu); unary("Erf", mt::erf);
-    unary("Reciprocal", mt::reciprocal); unary("Sign", mt::sign); unary("Not", mt::logical_not);
+    unary("Abs", mt::abs);
+    unary("Neg", mt::neg);
+    unary("Exp", mt::exp);
+    unary("Log", mt::log);
+    unary("Sqrt", mt::sqrt);
+    unary("Sin", mt::sin);
+    unary("Cos", mt::cos);
+    unary("Tanh", mt::tanh);
+    unary("Sigmoid", mt::sigmoid);
+    unary("Relu", mt::relu);
+    unary("Erf", mt::erf);
+    unary("Reciprocal", mt::reciprocal);
+    unary("Sign", mt::sign);
+    unary("Not", mt::logical_not);
     m["Softplus"] = [](const In& in, const Attrs&) { return one(mt::softplus(in[0])); };
     auto binary = [&](const char* name, mt::Tensor (*f)(const mt::Tensor&, const mt::Tensor&)) {
       m[name] = [f](const In& in, const Attrs&) { return one(f(in[0], in[1])); };
     };
-    binary("Mul", mt::mul); binary("Div", mt::div); binary("Equal", mt::eq); binary("Less", mt::lt);
-    binary("Greater", mt::gt); binary("LessOrEqual", mt::le); binary("GreaterOrEqual", mt::ge);
-    binary("And", mt::logical_and); binary("Or", mt::logical_or); binary("MatMul", mt::matmul);
+    binary("Mul", mt::mul);
+    binary("Div", mt::div);
+    binary("Equal", mt::eq);
+    binary("Less", mt::lt);
+    binary("Greater", mt::gt);
+    binary("LessOrEqual", mt::le);
+    binary("GreaterOrEqual", mt::ge);
+    binary("And", mt::logical_and);
+    binary("Or", mt::logical_or);
+    binary("MatMul", mt::matmul);
     m["Add"] = [](const In& in, const Attrs&) { return one(mt::add(in[0], in[1])); };
     m["Sub"] = [](const In& in, const Attrs&) { return one(mt::sub(in[0], in[1])); };
     m["Pow"] = [](const In& in, const Attrs&) { return one(mt::pow(in[0], in[1])); };
@@ -155,7 +181,9 @@ const std::map<std::string, Op>& ops() {
       for (int64_t d = 0; d < axis; ++d) outer *= in[0].size(d);
       return one(in[0].reshape({outer, outer ? in[0].numel() / outer : 0}).contiguous());
     };
-    m["Concat"] = [](const In& in, const Attrs& a) { return one(mt::cat(in, wrap(attr_i(a, "axis", 0), in[0].dim()))); };
+    m["Concat"] = [](const In& in, const Attrs& a) {
+      return one(mt::cat(in, wrap(attr_i(a, "axis", 0), in[0].dim())));
+    };
     m["Gather"] = [](const In& in, const Attrs& a) {
       const int64_t axis = wrap(attr_i(a, "axis", 0), in[0].dim());
       mt::Tensor idx = in[1].to(mt::kInt64);
@@ -218,14 +246,18 @@ const std::map<std::string, Op>& ops() {
       pool_geom(a, k, s, p);
       if (attr_i(a, "storage_order", 0)) throw mt::Error("storage_order=1 is not supported");
       std::vector<int64_t> d = attr_ints(a, "dilations");
-      F::MaxPool2dFuncOptions o{.stride = s, .padding = p, .dilation = d.empty() ? mt::nn::Size2(1) : mt::nn::Size2(d[0], d[1]),
+      F::MaxPool2dFuncOptions o{.stride = s,
+                                .padding = p,
+                                .dilation = d.empty() ? mt::nn::Size2(1) : mt::nn::Size2(d[0], d[1]),
                                 .ceil_mode = attr_i(a, "ceil_mode", 0) != 0};
       return one(F::max_pool2d(in[0], k, o));
     };
     m["AveragePool"] = [pool_geom](const In& in, const Attrs& a) {
       mt::nn::Size2 k, s, p;
       pool_geom(a, k, s, p);
-      F::AvgPool2dFuncOptions o{.stride = s, .padding = p, .ceil_mode = attr_i(a, "ceil_mode", 0) != 0,
+      F::AvgPool2dFuncOptions o{.stride = s,
+                                .padding = p,
+                                .ceil_mode = attr_i(a, "ceil_mode", 0) != 0,
                                 .count_include_pad = attr_i(a, "count_include_pad", 0) != 0};
       return one(F::avg_pool2d(in[0], k, o));
     };
@@ -235,8 +267,9 @@ const std::map<std::string, Op>& ops() {
       mt::Shape norm(in[0].sizes().begin() + axis, in[0].sizes().end());
       if (attr_i(a, "stash_type", 1) != 1) throw mt::Error("stash_type other than float is not supported");
       mt::Tensor w = in[1].sizes() == norm ? in[1] : in[1].expand(norm).contiguous();
-      mt::Tensor b = in.size() > 2 && in[2].defined() ? (in[2].sizes() == norm ? in[2] : in[2].expand(norm).contiguous())
-                                                      : mt::Tensor();
+      mt::Tensor b = in.size() > 2 && in[2].defined()
+                         ? (in[2].sizes() == norm ? in[2] : in[2].expand(norm).contiguous())
+                         : mt::Tensor();
       const double eps = attr_f(a, "epsilon", 1e-5f);
       // Outputs 1 and 2: the statistics over the normalized dims, kept as size-1 dims.
       mt::Shape dims;
