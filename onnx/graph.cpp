@@ -61,6 +61,7 @@ std::vector<std::string> Graph::node_n(const std::string& op_type, const std::ve
   if (!inputs.empty() && !inputs[0].empty() && lacks_type(op_type, dtype_of(inputs[0]))) {
     const DType half = dtype_of(inputs[0]);
     std::vector<std::string> wide;
+    wide.reserve(inputs.size());
     for (const std::string& i : inputs) wide.push_back(i.empty() || dtype_of(i) != half ? i : cast(i, DType::Float32));
     std::vector<std::string> out = node_n(op_type, wide, attributes, outputs);
     for (std::string& o : out)
