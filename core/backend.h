@@ -77,7 +77,8 @@ struct Backend {
   void (*scatter_add)(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
   // dst (contiguous, floating) = (init ? 0 : dst) + convert(src); src has dst's shape, any
   // floating dtype and strides. When found_inf (float32 [1], same device) is defined, it is
-  // set to 1 if any src value is inf or NaN; it is never cleared here.
+  // set to 1 if any src value is inf or NaN; it is never cleared here. With dst undefined it
+  // only checks src (any floating dtype and strides) into found_inf (GradScaler::step).
   void (*accumulate_grad)(const Tensor& src, const Tensor& dst, bool init, const Tensor& found_inf);
   // The fused optimizer step above (CPU: one parallel loop per parameter; CUDA: one
   // multi-tensor kernel launch per up to 24 parameters, no host synchronisation).

@@ -97,9 +97,9 @@ TEST_F(Saves, StaleTemporariesOfTheSamePathAreRemovedOnTheNextSave) {
   ASSERT_EQ(::flock(fd, LOCK_EX), 0);
   mt::save_safetensors(ckpt, kSmall);
   ::close(fd);
-  EXPECT_EQ(names(), (std::set<std::string>{"ckpt.safetensors", "other.safetensors.tmp.k1ll3d",
-                                            "ckpt.safetensors.tmp.toolong", "ckpt.safetensors.tmp",
-                                            "ckpt.safetensors.tmp.h0ld3n"}));
+  EXPECT_EQ(names(),
+            (std::set<std::string>{"ckpt.safetensors", "other.safetensors.tmp.k1ll3d", "ckpt.safetensors.tmp.toolong",
+                                   "ckpt.safetensors.tmp", "ckpt.safetensors.tmp.h0ld3n"}));
 }
 
 // `ulimit -f` (RLIMIT_FSIZE) during a save: an error naming the path and saying the previous

@@ -92,26 +92,34 @@ void expect_all_escapes_caught(bool adamw, mt::Device d) {
       Problem p(adamw, d);
       // A hook on the leaf that writes the value into the accumulated gradient in place.
       mt::autograd::register_post_accumulate_grad_hook(p.w, [v](const mt::Tensor& leaf) { leaf.grad().fill_(v); });
-      expect_skipped(p, [] {}, tag + "post-accumulate hook");
+      expect_skipped(
+          p, [] {}, tag + "post-accumulate hook");
     }
     {
       Problem p(adamw, d);
       p.b.register_hook([v](const mt::Tensor& g) { return g * v; });
-      expect_skipped(p, [] {}, tag + "tensor hook");
+      expect_skipped(
+          p, [] {}, tag + "tensor hook");
     }
     {
       Problem p(adamw, d);
-      expect_skipped(p, [&] { p.w.grad().mul_(v); }, tag + ".grad().mul_ after backward");
+      expect_skipped(
+          p, [&] { p.w.grad().mul_(v); }, tag + ".grad().mul_ after backward");
     }
     {
       Problem p(adamw, d);
       // Gradient noise of the user's own, one element non-finite.
       expect_skipped(
-          p, [&] { p.b.grad().add_(mt::from_vector<float>({0.0f, v}).to(d)); }, tag + ".grad().add_ after backward");
+          p,
+          [&] {
+            p.b.grad().add_(mt::from_vector<float>({0.0f, v}).to(d));
+          },
+          tag + ".grad().add_ after backward");
     }
     {
       Problem p(adamw, d);
-      expect_skipped(p, [&] { p.w.set_grad(mt::full({3}, v, {.device = d})); }, tag + "set_grad");
+      expect_skipped(
+          p, [&] { p.w.set_grad(mt::full({3}, v, {.device = d})); }, tag + "set_grad");
     }
     {
       Problem p(adamw, d);

@@ -32,8 +32,7 @@ void check_finite(const Tensor& src, const Tensor& found_inf) {
 }  // namespace
 
 void accumulate_grad(const Tensor& src, const Tensor& dst, bool init, const Tensor& found_inf) {
-  // Beyond core/backend.h's contract: with dst undefined, src (any floating dtype and strides) is
-  // only checked into found_inf (GradScaler::step, for gradients written after backward).
+  // dst undefined: only check src (GradScaler::step, for gradients written after backward).
   if (!dst.defined()) {
     if (found_inf.defined() && src.numel() > 0) check_finite(src, found_inf);
     return;
