@@ -120,6 +120,7 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_in) {
   Tensor flag = t_sink ? t_sink->flag_for(leaf.device()) : Tensor();
   backend_for(leaf.device()).accumulate_grad(g, m.grad, init, flag);
   if (!init) m.grad.bump_version();
+  if (t_sink) t_sink->checked(m.grad);
   for (auto& h : m.post_accumulate_hooks) h(leaf);
   return {};
 }

@@ -116,6 +116,9 @@ struct FoundInfSink {
   virtual ~FoundInfSink() = default;
   // A float32 [1] flag on `device`; set to 1 when a non-finite gradient is accumulated.
   virtual Tensor flag_for(Device device) = 0;
+  // Called with a leaf's .grad right after a checked accumulation into it (its version then
+  // is what was checked): later writes bump the version, so the sink can tell them apart.
+  virtual void checked(const Tensor& grad) { (void)grad; }
 };
 void set_found_inf_sink(FoundInfSink* sink);  // thread-local; null to remove
 FoundInfSink* found_inf_sink();

@@ -35,7 +35,7 @@ Tensor triangle(const char* op, const Tensor& x, int64_t diagonal, bool upper) {
     nn_kernel(x, op, &NnKernels::triangle)(make_view(xc, {G, R, C}, {R * C, C, 1}, xc.offset()),
                                            make_view(y, {G, R, C}, {R * C, C, 1}, 0), diagonal, upper);
   if (needs_grad({x})) {
-    record(upper ? "TriuBackward" : "TrilBackward", {x}, y,
+    record(upper ? "triu" : "tril", {x}, y,
            [diagonal, upper](const Tensor& g, auto&) { return Grads{upper ? triu(g, diagonal) : tril(g, diagonal)}; });
   }
   return y;
@@ -127,7 +127,7 @@ Tensor scaled_dot_product_attention(const Tensor& q0, const Tensor& k0, const Te
   g.scale = opts.scale ? *opts.scale : 1.0 / std::sqrt(double(std::max<int64_t>(g.E, 1)));
   g.causal = opts.is_causal;
   g.dropout_p = opts.dropout_p;
-  if (g.dropout_p > 0) g.dropout_seed = default_generator().engine()();
+  if (g.dropout_p > 0) g.dropout_seed = default_generator().next_u64();
   const DType acc = q.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
   Tensor mask = opts.attn_mask.defined() ? additive_mask(opts.attn_mask, lead, g.L, g.S, acc, g, q) : Tensor();
 

@@ -11,18 +11,43 @@
 
 namespace mantissa {
 
-double Generator::uniform() {
+Generator::Generator(const Generator& other) {
+  std::lock_guard<std::mutex> lock(other.mu_);
+  engine_ = other.engine_;
+  has_spare_ = other.has_spare_;
+  spare_ = other.spare_;
+}
+
+Generator& Generator::operator=(const Generator& other) {
+  if (this == &other) return *this;
+  std::scoped_lock lock(mu_, other.mu_);
+  engine_ = other.engine_;
+  has_spare_ = other.has_spare_;
+  spare_ = other.spare_;
+  return *this;
+}
+
+void Generator::seed(uint64_t s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  engine_.seed(s);
+}
+
+uint64_t Generator::next_u64() { return Locked(*this).next_u64(); }
+double Generator::uniform() { return Locked(*this).uniform(); }
+double Generator::normal() { return Locked(*this).normal(); }
+
+double Generator::uniform_unlocked() {
   // 53 random bits -> [0, 1), independent of the standard library's distributions.
   return double(engine_() >> 11) * (1.0 / 9007199254740992.0);
 }
 
-double Generator::normal() {
+double Generator::normal_unlocked() {
   if (has_spare_) {
     has_spare_ = false;
     return spare_;
   }
   // Box-Muller: two uniforms give two independent normals.
-  double u1 = uniform(), u2 = uniform();
+  double u1 = uniform_unlocked(), u2 = uniform_unlocked();
   if (u1 < 1e-300) u1 = 1e-300;
   double r = std::sqrt(-2.0 * std::log(u1)), th = 2.0 * M_PI * u2;
   spare_ = r * std::sin(th);
@@ -31,6 +56,7 @@ double Generator::normal() {
 }
 
 std::string Generator::get_state() const {
+  std::lock_guard<std::mutex> lock(mu_);
   std::ostringstream os;
   os << engine_ << ' ' << has_spare_ << ' ';
   os.precision(17);
@@ -45,6 +71,7 @@ void Generator::set_state(const std::string& state) {
   double sp = 0;
   is >> e >> has >> sp;
   MT_CHECK(!is.fail(), "Generator::set_state", "malformed generator state (", state.size(), " bytes)");
+  std::lock_guard<std::mutex> lock(mu_);
   engine_ = e;
   has_spare_ = has;
   spare_ = sp;
@@ -60,12 +87,16 @@ void manual_seed(uint64_t seed) { default_generator() = Generator(seed); }
 namespace {
 // Draws in float64 into tensor memory (so a shape too big is a clear mantissa::Error from
 // the allocator, not std::bad_alloc), then converts to the requested dtype and device.
+// The default generator's lock is held over the whole tensor; next(g) draws from the Locked g.
 template <typename Fn>
 Tensor generate(const char* op, const Shape& shape, const TensorOptions& opts, Fn next) {
   const int64_t n = checked_numel(shape, op);
   Tensor v = make_tensor(shape, DType::Float64, Device::cpu());
   double* p = v.data_ptr<double>();
-  for (int64_t i = 0; i < n; ++i) p[i] = next();
+  {
+    Generator::Locked g(default_generator());
+    for (int64_t i = 0; i < n; ++i) p[i] = next(g);
+  }
   Tensor t = launch::convert(v, opts.dtype, opts.device);
   if (opts.requires_grad) t.requires_grad_(true);
   return t;
@@ -73,12 +104,10 @@ Tensor generate(const char* op, const Shape& shape, const TensorOptions& opts, F
 }  // namespace
 
 Tensor uniform(const Shape& shape, double low, double high, const TensorOptions& opts) {
-  auto& g = default_generator();
-  return generate("uniform", shape, opts, [&] { return low + (high - low) * g.uniform(); });
+  return generate("uniform", shape, opts, [&](Generator::Locked& g) { return low + (high - low) * g.uniform(); });
 }
 Tensor normal(const Shape& shape, double mean, double stddev, const TensorOptions& opts) {
-  auto& g = default_generator();
-  return generate("normal", shape, opts, [&] { return mean + stddev * g.normal(); });
+  return generate("normal", shape, opts, [&](Generator::Locked& g) { return mean + stddev * g.normal(); });
 }
 Tensor rand(const Shape& shape, const TensorOptions& opts) {
   checked_numel(shape, "rand");
@@ -91,24 +120,22 @@ Tensor randn(const Shape& shape, const TensorOptions& opts) {
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOptions& opts) {
   MT_CHECK(high > low, "randint", "empty range [", low, ", ", high, ")");
-  auto& g = default_generator();
   uint64_t span = uint64_t(high - low);
-  return generate("randint", shape, opts, [&] { return double(low + int64_t(g.engine()() % span)); });
+  return generate("randint", shape, opts,
+                  [&](Generator::Locked& g) { return double(low + int64_t(g.next_u64() % span)); });
 }
 
 Tensor bernoulli(const Shape& shape, double p, const TensorOptions& opts) {
   MT_CHECK(p >= 0 && p <= 1, "bernoulli", "probability must be in [0, 1], got ", p);
-  auto& g = default_generator();
-  return generate("bernoulli", shape, opts, [&] { return g.uniform() < p ? 1.0 : 0.0; });
+  return generate("bernoulli", shape, opts, [&](Generator::Locked& g) { return g.uniform() < p ? 1.0 : 0.0; });
 }
 
 Tensor bernoulli(const Tensor& p) {
   std::vector<double> probs = p.to_vector<double>();
-  auto& g = default_generator();
   size_t i = 0;
   for (double q : probs) MT_CHECK(q >= 0 && q <= 1, "bernoulli", "probability must be in [0, 1], got ", q);
   return generate("bernoulli", p.sizes(), {.dtype = p.dtype(), .device = p.device()},
-                  [&] { return g.uniform() < probs[i++] ? 1.0 : 0.0; });
+                  [&](Generator::Locked& g) { return g.uniform() < probs[i++] ? 1.0 : 0.0; });
 }
 
 Tensor randperm(int64_t n) {
@@ -116,15 +143,15 @@ Tensor randperm(int64_t n) {
   Tensor t = make_tensor({n}, DType::Int64, Device::cpu());
   int64_t* v = t.data_ptr<int64_t>();
   for (int64_t i = 0; i < n; ++i) v[i] = i;
-  auto& g = default_generator();
-  for (int64_t i = n - 1; i > 0; --i) std::swap(v[i], v[g.engine()() % uint64_t(i + 1)]);
+  Generator::Locked g(default_generator());
+  for (int64_t i = n - 1; i > 0; --i) std::swap(v[i], v[g.next_u64() % uint64_t(i + 1)]);
   return t;
 }
 
 Tensor dropout_mask(const Shape& shape, double p, const TensorOptions& opts) {
   MT_CHECK(p >= 0 && p < 1, "dropout_mask", "probability must be in [0, 1), got ", p);
   MT_CHECK(is_floating(opts.dtype), "dropout_mask", "expected a floating dtype, got ", dtype_name(opts.dtype));
-  const uint64_t seed = default_generator().engine()();
+  const uint64_t seed = default_generator().next_u64();
   Tensor mask = make_tensor(shape, opts.dtype, opts.device);
   backend_for(opts.device).dropout_mask(mask, p, seed);
   return mask;

@@ -1,7 +1,13 @@
 // The seedable random number generator behind every random factory.
 // The same seed gives the same numbers on every run and machine.
+//
+// A Generator is safe for concurrent use: every draw holds its mutex, and a factory
+// (randn, rand, randperm, ...) holds it for the whole tensor, so two threads drawing at once
+// each get a contiguous run of the stream (which thread gets which run is up to the
+// scheduler; a single-threaded program's numbers are the same as without the lock).
 #pragma once
 #include <cstdint>
+#include <mutex>
 #include <random>
 #include <string>
 
@@ -12,15 +18,34 @@ namespace mantissa {
 class Generator {
  public:
   explicit Generator(uint64_t seed = 0x6d616e74697373ULL) : engine_(seed) {}
-  void seed(uint64_t s) { engine_.seed(s); }
-  std::mt19937_64& engine() { return engine_; }
-  double uniform();  // [0, 1)
-  double normal();   // N(0, 1)
+  Generator(const Generator& other);  // copies the state under other's lock
+  Generator& operator=(const Generator& other);
+  void seed(uint64_t s);
+  uint64_t next_u64();  // one raw 64-bit draw of the engine
+  double uniform();     // [0, 1)
+  double normal();      // N(0, 1)
   // Serialized engine state (for checkpoints); set_state throws on malformed input.
   std::string get_state() const;
   void set_state(const std::string& state);
 
+  // The unlocked draws, for a caller that holds the lock over many of them (Locked below).
+  class Locked {
+   public:
+    explicit Locked(Generator& g) : g_(g), lock_(g.mu_) {}
+    uint64_t next_u64() { return g_.engine_(); }
+    double uniform() { return g_.uniform_unlocked(); }
+    double normal() { return g_.normal_unlocked(); }
+
+   private:
+    Generator& g_;
+    std::lock_guard<std::mutex> lock_;
+  };
+
  private:
+  double uniform_unlocked();
+  double normal_unlocked();
+
+  mutable std::mutex mu_;
   std::mt19937_64 engine_;
   bool has_spare_ = false;
   double spare_ = 0;

@@ -8,12 +8,12 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/launch.h"
 
@@ -32,6 +32,9 @@ constexpr uint64_t kMaxHeader = 100'000'000;
 // A valid header nests 3 deep ({name: {shape: [...]}}); deeper input is hostile, and a
 // limit keeps every later recursion over the parsed value (printing, destroying) shallow.
 constexpr size_t kMaxDepth = 16;
+// Arrays in a valid header are shapes and data_offsets: more elements than this is hostile (a
+// 100 MB shape of 49 million 1s took 30 s of CPU and 2.8 GB to reject after parsing).
+constexpr size_t kMaxArray = 64;
 // Untrusted text quoted in an error message is cut to this many bytes.
 constexpr size_t kMaxQuoted = 80;
 
@@ -48,21 +51,23 @@ std::string brief(const json& v) {
 }
 
 // One streaming pass over the header before it is parsed: rejects nesting deeper than
-// kMaxDepth and repeated keys (a JSON parser would silently keep one of them), in time
-// linear in the header's size.
+// kMaxDepth, repeated keys (a JSON parser would silently keep one of them) and arrays longer
+// than kMaxArray, in time linear in the header's size.
 class HeaderScan : public json::json_sax_t {
  public:
   std::string error;
 
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
+  bool null() override { return element(); }
+  bool boolean(bool) override { return element(); }
+  bool number_integer(number_integer_t) override { return element(); }
+  bool number_unsigned(number_unsigned_t) override { return element(); }
+  bool number_float(number_float_t, const string_t&) override { return element(); }
+  bool string(string_t&) override { return element(); }
+  bool binary(binary_t&) override { return element(); }
   bool start_object(std::size_t) override {
+    if (!element()) return false;
     keys_.emplace_back();
+    arrays_.push_back(-1);
     return enter();
   }
   bool key(string_t& k) override {
@@ -72,11 +77,17 @@ class HeaderScan : public json::json_sax_t {
   }
   bool end_object() override {
     keys_.pop_back();
+    arrays_.pop_back();
     --depth_;
     return true;
   }
-  bool start_array(std::size_t) override { return enter(); }
+  bool start_array(std::size_t) override {
+    if (!element()) return false;
+    arrays_.push_back(0);
+    return enter();
+  }
   bool end_array() override {
+    arrays_.pop_back();
     --depth_;
     return true;
   }
@@ -91,7 +102,15 @@ class HeaderScan : public json::json_sax_t {
     error = "the header nests deeper than " + std::to_string(kMaxDepth) + " levels";
     return false;
   }
+  // Counts a value inside an array (arrays_: element counts, -1 for an object level).
+  bool element() {
+    if (arrays_.empty() || arrays_.back() < 0 || ++arrays_.back() <= int64_t(kMaxArray)) return true;
+    error = "the header holds an array of more than " + std::to_string(kMaxArray) + " elements (a shape has at most " +
+            std::to_string(kMaxArray) + " dimensions, data_offsets 2)";
+    return false;
+  }
   std::vector<std::unordered_set<std::string>> keys_;
+  std::vector<int64_t> arrays_;
   size_t depth_ = 0;
 };
 
@@ -121,18 +140,6 @@ struct Fd {
     if (fd >= 0) ::close(fd);
   }
 };
-
-bool write_all(int fd, const void* data, size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, std::min<size_t>(n, size_t(1) << 30));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= size_t(w);
-  }
-  return true;
-}
 
 // Reads exactly n bytes at `offset`; returns how many were read (fewer at end of file).
 size_t read_at(int fd, void* data, size_t n, uint64_t offset) {
@@ -189,6 +196,8 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
     }
     uint64_t offset = 0;
     for (const Entry& e : entries) {
+      MT_CHECK(e.t.sizes().size() <= kMaxArray, op, "'", path, "': tensor '", clipped(*e.name), "' has ",
+               e.t.sizes().size(), " dimensions; safetensors files hold at most ", kMaxArray);
       ordered_json info = ordered_json::object();
       info["dtype"] = e.dt->name;
       info["shape"] = e.t.sizes();
@@ -204,35 +213,12 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   text.append((8 - text.size() % 8) % 8, ' ');
   const uint64_t n = text.size();
 
-  const std::string tmp = path + ".tmp";
-  auto fail = [&](const std::string& what) {
-    const std::string err = errno_text();
-    ::unlink(tmp.c_str());
-    MT_FAIL(op, what, " '", tmp, "': ", err, " (the previous '", path, "', if any, is unchanged)");
-  };
-  {
-    Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
-    if (f.fd < 0) {
-      const std::string err = errno_text();
-      MT_FAIL(op, "cannot create '", tmp, "': ", err, " (the previous '", path, "', if any, is unchanged)");
-    }
-    if (!write_all(f.fd, &n, 8) || !write_all(f.fd, text.data(), text.size())) fail("cannot write");
-    for (const Entry& e : entries)
-      if (e.t.nbytes() && !write_all(f.fd, e.t.raw_data(), e.t.nbytes())) fail("cannot write");
-    if (::fsync(f.fd) != 0) fail("cannot sync");
-    const int fd = std::exchange(f.fd, -1);
-    if (::close(fd) != 0) fail("cannot close");
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string err = errno_text();
-    ::unlink(tmp.c_str());
-    MT_FAIL(op, "cannot rename '", tmp, "' to '", path, "': ", err, " (the previous '", path,
-            "', if any, is unchanged)");
-  }
-  // Make the rename itself durable; best effort, the data is already safe on disk.
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  Fd d{::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
-  if (d.fd >= 0) (void)::fsync(d.fd);
+  AtomicFile f(op, path);
+  f.write(&n, 8);
+  f.write(text.data(), text.size());
+  for (const Entry& e : entries)
+    if (e.t.nbytes()) f.write(e.t.raw_data(), e.t.nbytes());
+  f.commit();
 }
 
 // ---------------------------------------------------------------- load

@@ -25,9 +25,10 @@ struct SafeTensors {
 };
 
 // Writes `tensors` (any device, any layout: saved as contiguous CPU data) to `path`.
-// Writes `path + ".tmp"`, syncs it and renames it over `path`, so a failed or
-// interrupted save leaves the previous file intact. Throws mantissa::Error on any
-// failure (removing the temporary file).
+// Writes through AtomicFile (core/atomic_file.h): a uniquely named temporary next to `path`
+// (never following a link), synced and renamed over `path`, so a failed or interrupted save
+// leaves the previous file intact; temporaries of killed saves are removed by the next
+// successful one. Throws mantissa::Error on any failure (removing the temporary file).
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 

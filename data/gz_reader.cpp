@@ -107,7 +107,14 @@ size_t GzReader::read_gzip(char* dst, size_t n) {
     got += chunk - s->avail_out;
     if (rc == Z_STREAM_END) {
       // Another gzip member may follow (concatenated .gz files are valid); anything else is junk.
-      if (s->avail_in == 0 && refill()) {
+      // Its 2-byte magic may straddle two reads: keep the unread byte and append a refill.
+      if (s->avail_in < 2) {
+        const std::vector<unsigned char> rest(s->next_in, s->next_in + s->avail_in);
+        if (refill()) {
+          in_.insert(in_.begin(), rest.begin(), rest.end());
+        } else {
+          in_ = rest;
+        }
         s->next_in = in_.data();
         s->avail_in = unsigned(in_.size());
       }

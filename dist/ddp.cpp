@@ -259,6 +259,7 @@ void DistributedDataParallel::finish_backward() {
       // Write the average into .grad; a non-finite value (fp16 transport overflow) raises the flag.
       backend_for(b.device).accumulate_grad(sum.narrow(0, b.offsets[j], p.numel()).reshape(p.sizes()), g, true, flag);
       g.bump_version();
+      if (sink) sink->checked(g);  // so GradScaler::step does not check it again
     }
     stats_.pack_seconds += seconds_since(t0);
   }

@@ -1,5 +1,6 @@
 #include "optim/grad_scaler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -26,11 +27,15 @@ struct SinkScope {
 
 constexpr double kMaxFloat = std::numeric_limits<float>::max();
 
+// A scale the kernels can divide by: a positive normal float32 (NaN fails every comparison).
+bool usable_scale(double s) { return s >= kMinScale && s <= kMaxFloat; }
+
 }  // namespace
 
 GradScaler::GradScaler(const GradScalerOptions& o) : opts_(o) {
-  MT_CHECK(o.init_scale > 0 && o.init_scale <= kMaxFloat, "GradScaler",
-           "init_scale must be positive and finite in float32, got ", o.init_scale);
+  MT_CHECK(usable_scale(o.init_scale), "GradScaler",
+           "init_scale must be a positive float32 with a finite inverse (in [", kMinScale, ", ", kMaxFloat, "]), got ",
+           o.init_scale);
   MT_CHECK(o.growth_factor > 1, "GradScaler", "growth_factor must be > 1, got ", o.growth_factor);
   MT_CHECK(o.backoff_factor > 0 && o.backoff_factor < 1, "GradScaler", "backoff_factor must be in (0, 1), got ",
            o.backoff_factor);
@@ -50,6 +55,20 @@ Tensor GradScaler::Sink::flag_for(Device device) {
   Tensor& f = owner->flags_[device_key(device)];
   if (!f.defined()) f = zeros({1}, {.dtype = DType::Float32, .device = device});
   return f;
+}
+
+void GradScaler::Sink::checked(const Tensor& grad) { owner->checked_[grad.impl()] = {grad.impl_ptr(), grad.version()}; }
+
+void GradScaler::check_unchecked(optim::Optimizer& opt) {
+  for (const Tensor& p : opt.parameters()) {
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    auto it = checked_.find(g.impl());
+    if (it != checked_.end() && it->second.grad.lock() == g.impl_ptr() && it->second.version == g.version()) continue;
+    // Written or replaced after its check (or never checked): one read-only pass.
+    backend_for(g.device()).accumulate_grad(g, Tensor(), false, sink_.flag_for(g.device()));
+    sink_.checked(g);
+  }
 }
 
 void GradScaler::place_on(Device device) {
@@ -115,6 +134,7 @@ bool GradScaler::unscale_(optim::Optimizer& opt) {
     Tensor flag = sink_.flag_for(g.device());
     backend_for(g.device()).accumulate_grad(g * inv, g, /*init=*/true, flag);
     g.bump_version();
+    sink_.checked(g);
   }
   stage_ = Stage::Unscaled;
   return found_inf();
@@ -128,6 +148,10 @@ bool GradScaler::step(optim::Optimizer& opt) {
   MT_CHECK(stage_ != Stage::Stepped, "GradScaler::step", "step() was already called since the last update()");
   const bool unscaled = stage_ == Stage::Unscaled;
   stage_ = Stage::Stepped;
+  {
+    NoGradGuard no_grad;
+    check_unchecked(opt);
+  }
   const Tensor flag = combined_flag();
   if (scale_.device().is_cpu()) {
     // CPU state: reading it is free, so decide here exactly as the unfused code did.
@@ -143,7 +167,9 @@ void GradScaler::update() {
   if (!opts_.enabled) return;
   profiler::Range range("GradScaler.update");
   NoGradGuard no_grad;
-  const math::ScaleUpdate rule{float(opts_.growth_factor),     float(opts_.backoff_factor), float(opts_.min_scale),
+  // The floor is kMinScale at least, so the inverse the step kernels form stays finite.
+  const float floor = float(std::max(opts_.min_scale, kMinScale));
+  const math::ScaleUpdate rule{float(opts_.growth_factor),     float(opts_.backoff_factor), floor,
                                int32_t(opts_.growth_interval), int32_t(opts_.hysteresis),   opts_.dynamic,
                                stage_ == Stage::Stepped};
   const Tensor flag = combined_flag();
@@ -153,6 +179,7 @@ void GradScaler::update() {
   backend_for(scale_.device()).update_scale(scale_, counters_, flag, rule);
   for (auto& [key, f] : flags_)
     if (!f.is_same(flag)) f.zero_();
+  checked_.clear();
   stage_ = Stage::Ready;
   if (profiler::recording())
     profiler::note("loss_scale", skipped_steps() > skipped_before ? "skipped" : "taken", scale());
@@ -183,8 +210,8 @@ void GradScaler::load_state_dict(const StateDict& dict) {
   }
   // The constructor's rules, each naming its key; NaN fails every comparison.
   constexpr const char* op = "GradScaler::load_state_dict";
-  MT_CHECK(s.at("scale") > 0 && s.at("scale") <= kMaxFloat, op,
-           "key 'scale' must be positive and finite in float32, got ", s.at("scale"));
+  MT_CHECK(usable_scale(s.at("scale")), op, "key 'scale' must be a positive float32 with a finite inverse (in [",
+           kMinScale, ", ", kMaxFloat, "]), got ", s.at("scale"));
   MT_CHECK(s.at("growth_factor") > 1 && std::isfinite(s.at("growth_factor")), op,
            "key 'growth_factor' must be finite and > 1, got ", s.at("growth_factor"));
   MT_CHECK(s.at("backoff_factor") > 0 && s.at("backoff_factor") < 1, op, "key 'backoff_factor' must be in (0, 1), got ",

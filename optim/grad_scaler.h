@@ -5,6 +5,11 @@
 //   opt.zero_grad();
 //   scaler.backward(loss);   // seeds backward with S; the inf/NaN check rides on grad accumulation
 //   scaler.step(opt);        // skipped if any grad overflowed, else one fused unscale+update+refresh pass
+//
+// Every gradient step() applies has been checked: the scaler remembers each gradient's
+// version when its accumulation (or unscale_) checked it, and step() checks again, in one
+// read-only pass, any gradient written or replaced since (a hook, an in-place edit of
+// .grad(), set_grad, autograd::grad results, create_graph backward) before it decides.
 //   scaler.update();         // adjusts S
 //
 // On a GPU the scale, its counters and the found-inf flag live in device memory (the
@@ -19,6 +24,7 @@
 // degrades to the plain fp32 behaviour (bf16 autocast needs no scaling).
 #pragma once
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,10 +44,17 @@ struct GradScalerOptions {
   double backoff_factor = 0.5;
   int64_t growth_interval = 2000;  // clean steps before the scale grows
   bool enabled = true;
-  bool dynamic = true;     // false: the scale stays init_scale (overflowing steps are still skipped)
-  double min_scale = 0;    // the scale never backs off below this (0: no floor)
+  bool dynamic = true;  // false: the scale stays init_scale (overflowing steps are still skipped)
+  // The scale never backs off below max(min_scale, kMinScale): 0 leaves only that floor.
+  double min_scale = 0;
   int64_t hysteresis = 1;  // overflowing steps tolerated before backing off (1: back off at once)
 };
+
+// The smallest scale the scaler uses: 2^-126, the smallest normal float32 (its inverse, 2^126,
+// is finite). Construction and load_state_dict reject scales outside [kMinScale, FLT_MAX];
+// a dynamic scale that keeps backing off stops here, on every device, and steps keep being
+// skipped while the gradients stay non-finite.
+inline constexpr double kMinScale = 1.1754943508222875e-38;
 
 class GradScaler {
  public:
@@ -79,6 +92,12 @@ class GradScaler {
   struct Sink final : autograd::FoundInfSink {
     GradScaler* owner;
     Tensor flag_for(Device device) override;
+    void checked(const Tensor& grad) override;
+  };
+  // A gradient checked since the last update(), and its storage version then.
+  struct Checked {
+    std::weak_ptr<TensorImpl> grad;
+    uint64_t version = 0;
   };
   enum class Stage { Ready, Unscaled, Stepped };
 
@@ -88,12 +107,15 @@ class GradScaler {
   // (the flag itself in the usual single-device case); undefined when there is none.
   Tensor combined_flag() const;
   std::vector<int32_t> counters() const;
+  // Checks, into the flags, every gradient of `opt` not checked at its current version.
+  void check_unchecked(optim::Optimizer& opt);
 
   GradScalerOptions opts_;
   Tensor scale_;     // float32 [1]
   Tensor counters_;  // int32 [3]: growth_tracker, overflows_in_a_row, skipped_steps
   Stage stage_ = Stage::Ready;
-  std::map<int, Tensor> flags_;  // found-inf flag per device (float32 [1] on that device)
+  std::map<int, Tensor> flags_;                   // found-inf flag per device (float32 [1] on that device)
+  std::map<const TensorImpl*, Checked> checked_;  // cleared by update()
   Sink sink_;
 };
 

@@ -295,12 +295,17 @@ StateDict Optimizer::state_dict() const {
 
 namespace {
 
-// Splits "<head><index>.<rest>"; false when the key does not have that form.
-bool split_key(const std::string& key, const std::string& head, int64_t& index, std::string& rest) {
+// Splits "<head><index>.<rest>"; false when the key does not have that form. An index with a
+// leading zero ("state.00.step") is an error: it would name the same slot as "state.0.step".
+bool split_key(const std::string& op, const std::string& key, const std::string& head, int64_t& index,
+               std::string& rest) {
   if (key.compare(0, head.size(), head) != 0) return false;
   size_t pos = head.size(), end = pos;
   while (end < key.size() && end - pos < 18 && std::isdigit(static_cast<unsigned char>(key[end]))) ++end;
   if (end == pos || end >= key.size() || key[end] != '.') return false;
+  MT_CHECK(end - pos == 1 || key[pos] != '0', op, "key '", key, "': index '", key.substr(pos, end - pos),
+           "' has a leading zero (it would name the same slot as '", head, std::stoll(key.substr(pos, end - pos)),
+           key.substr(end), "')");
   index = std::stoll(key.substr(pos, end - pos));
   rest = key.substr(end + 1);
   return !rest.empty();
@@ -322,7 +327,7 @@ void Optimizer::load_state_dict(const StateDict& dict) {
   for (const auto& [key, value] : dict.scalars) {
     int64_t index;
     std::string rest;
-    if (split_key(key, "param_groups.", index, rest)) {
+    if (split_key(op, key, "param_groups.", index, rest)) {
       MT_CHECK(index < int64_t(groups.size()), op, "key '", key, "': the optimizer has ", groups.size(),
                " parameter group(s)");
       ParamGroup& group = groups[index];
@@ -333,7 +338,7 @@ void Optimizer::load_state_dict(const StateDict& dict) {
         MT_CHECK(group.has(rest), op, "unknown key '", key, "' for ", name_);
         group.set(rest, value);
       }
-    } else if (split_key(key, "state.", index, rest) && rest == "step") {
+    } else if (split_key(op, key, "state.", index, rest) && rest == "step") {
       MT_CHECK(index < num_params, op, "key '", key, "': the optimizer has ", num_params, " parameters");
       MT_CHECK(value >= 0 && value == std::floor(value) && value < 9.0e15, op, "key '", key,
                "': step must be a non-negative integer, got ", value);
@@ -355,7 +360,7 @@ void Optimizer::load_state_dict(const StateDict& dict) {
   for (const auto& [key, t] : dict) {
     int64_t index;
     std::string rest;
-    MT_CHECK(split_key(key, "state.", index, rest), op, "unknown key '", key, "' for ", name_);
+    MT_CHECK(split_key(op, key, "state.", index, rest), op, "unknown key '", key, "' for ", name_);
     MT_CHECK(index < num_params, op, "key '", key, "': the optimizer has ", num_params, " parameters");
     MT_CHECK(std::find(known.begin(), known.end(), rest) != known.end(), op, "unknown key '", key, "' for ", name_);
     const Tensor& p = params[index];

@@ -93,6 +93,36 @@ def main():
     # An IDX header claiming 4 GB in a few dozen bytes of gzip.
     write("idx_claims_4gb.idx.gz", gz(idx(0x08, [65536, 65536])))
 
+    # 13. A valid two-member .gz whose first member ends one byte before the reader's 128 KiB
+    # input chunk (data/gz_reader.cpp), so the next member's magic is split across two reads;
+    # and the same data split one byte later. Stored (level 0) members make the sizes exact.
+    chunk = 1 << 17
+    data = idx(0x08, [132000], bytes((i * 31 + i // 7) % 251 for i in range(132000)))
+    for name, end in (("gz_member_ends_before_chunk.idx.gz", chunk - 1), ("gz_member_ends_after_chunk.idx.gz", chunk)):
+        for k in range(chunk - 200, chunk):
+            first = gzip.compress(data[:k], compresslevel=0, mtime=0)
+            if len(first) == end:
+                write(name, first + gzip.compress(data[k:], compresslevel=0, mtime=0))
+                break
+        else:
+            raise SystemExit("no split for " + name)
+
+    # 14. The decompression caps at their boundaries: a small .gz may expand to 16 MiB
+    # (max_decompressed_size), so 16 MiB of IDX payload is accepted and one byte more is
+    # rejected; CIFAR-10 records: 5459 x 3073 bytes fit, 5460 do not.
+    cap = 16 << 20
+    write("idx_cap_exact.idx.gz", gz(idx(0x08, [cap], bytes(cap))))
+    write("idx_cap_over.idx.gz", gz(idx(0x08, [cap + 1], bytes(cap + 1))))
+    write("cifar_cap_under.bin.gz", gz(bytes(3073 * (cap // 3073))))
+    write("cifar_cap_over.bin.gz", gz(bytes(3073 * (cap // 3073 + 1))))
+
+    # 15. Arrays longer than a shape can be: 65 dimensions (a 100 MB header of 49 million 1s
+    # took 30 s and 2.8 GB to reject after parsing; the scan now stops it at element 65), and
+    # the 64 that are allowed.
+    for rank, name in ((65, "st_rank_65.safetensors"), (64, "st_rank_64.safetensors")):
+        write(name, safetensors('{"x":{"dtype":"U8","shape":[' + ",".join(["1"] * rank) +
+                                '],"data_offsets":[0,1]}}', b"\x07"))
+
 
 if __name__ == "__main__":
     main()

@@ -4,8 +4,11 @@
 #   bash tools/sanitize.sh [asan|tsan|all]      (default all)
 #  asan: ASan + UBSan (with -fsanitize=float-cast-overflow: only clang reports float-to-int
 #        casts) over the whole suite, in build-asan.
-#  tsan: TSan over the DataLoader and autograd-engine tests (test_data, test_autograd,
-#        test_train), in build-tsan.
+#  tsan: TSan over the DataLoader, autograd-engine and training tests (test_data,
+#        test_autograd, test_train) and the two-thread programs of
+#        test_reliability_threads (two threads training their own models, two running
+#        inference on one shared model), in build-tsan. OMP_NUM_THREADS=1: libgomp is not
+#        TSan-instrumented, so its barriers would be reported as races.
 # Environment: JOBS (default: cores), NICE (default 19), CTEST_JOBS (default 2).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -35,9 +38,10 @@ fi
 if [[ $which == tsan || $which == all ]]; then
   cmake -S . -B build-tsan "${common[@]}" -DCMAKE_CXX_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" -DMANTISSA_BUILD_EXAMPLES=OFF >/dev/null
-  "${nice[@]}" cmake --build build-tsan -j "${JOBS:-$(nproc)}" --target test_data test_autograd test_train
-  for t in test_data test_autograd test_train; do
-    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 "${nice[@]}" build-tsan/tests/$t || status=1
+  tsan_tests=(test_reliability_threads test_data test_autograd test_train)
+  "${nice[@]}" cmake --build build-tsan -j "${JOBS:-$(nproc)}" --target "${tsan_tests[@]}"
+  for t in "${tsan_tests[@]}"; do
+    OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 "${nice[@]}" build-tsan/tests/$t || status=1
   done
 fi
 exit $status

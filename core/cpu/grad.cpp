@@ -5,7 +5,38 @@
 
 namespace mantissa::cpu {
 
+namespace {
+// src: any floating dtype and strides; *found_inf = 1 if any element is inf or NaN.
+void check_finite(const Tensor& src, const Tensor& found_inf) {
+  dispatch_floating(src.dtype(), "accumulate_grad", [&]<typename S>() {
+    using Acc = std::conditional_t<std::is_same_v<S, double>, double, float>;
+    const S* x = static_cast<const S*>(src.raw_data());
+    const math::AccumulateAndCheck op;
+    bool bad = false;
+    for_each_row<1>(src.sizes(), {src.strides()}, [&](auto off, int64_t n, auto s) {
+      int local = 0;
+      const S* xo = x + off[0];
+      if (s[0] == 1) {
+        for (int64_t i = 0; i < n; ++i) (void)op(Acc(0), load_acc<Acc>(xo, i), local);
+      } else {
+        for (int64_t i = 0; i < n; ++i) (void)op(Acc(0), cast_to<Acc>(xo[i * s[0]]), local);
+      }
+      if (local) {
+#pragma omp atomic write
+        bad = true;
+      }
+    });
+    if (bad) *static_cast<float*>(found_inf.raw_data()) = 1.0f;
+  });
+}
+}  // namespace
+
 void accumulate_grad(const Tensor& src, const Tensor& dst, bool init, const Tensor& found_inf) {
+  // dst undefined: only check src (GradScaler::step, for gradients written after backward).
+  if (!dst.defined()) {
+    if (found_inf.defined() && src.numel() > 0) check_finite(src, found_inf);
+    return;
+  }
   dispatch_floating(src.dtype(), "accumulate_grad", [&]<typename S>() {
     dispatch_floating(dst.dtype(), "accumulate_grad", [&]<typename D>() {
       using Acc = std::conditional_t<std::is_same_v<D, double>, double, float>;
