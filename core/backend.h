@@ -83,7 +83,8 @@ struct FusedStepArgs {
   X(scatter_add, (const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src), Named)                 \
   /* dst (contiguous, floating) = (init ? 0 : dst) + convert(src); src has dst's shape, any */                    \
   /* floating dtype and strides. When found_inf (float32 [1], same device) is defined, it is */                   \
-  /* set to 1 if any src value is inf or NaN; it is never cleared here. */                                        \
+  /* set to 1 if any src value is inf or NaN; it is never cleared here. With dst undefined it */                  \
+  /* only checks src (any floating dtype and strides) into found_inf (GradScaler::step). */                       \
   X(accumulate_grad, (const Tensor& src, const Tensor& dst, bool init, const Tensor& found_inf), Named)           \
   /* The fused optimizer step above (CPU: one parallel loop per parameter; CUDA: one */                           \
   /* multi-tensor kernel launch per up to 24 parameters, no host synchronisation). */                             \
@@ -103,49 +104,7 @@ struct FusedStepArgs {
 #define MT_BACKEND_TABLE_ENTRY(name, params, range) .name = name,
 
 struct Backend {
-<<<<<<< HEAD
   MT_BACKEND_KERNELS(MT_BACKEND_FIELD)
-=======
-  // dst[i] = convert(src[i]); src is broadcast/strided to dst's shape; dst may be strided.
-  void (*copy)(const Tensor& src, const Tensor& dst);
-  void (*fill)(const Tensor& dst, const Scalar& value);  // dst may be strided
-  void (*unary)(UnaryOp op, const Tensor& in, const Tensor& out, double a, double b);
-  void (*binary)(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
-  void (*where)(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out);
-  // in: contiguous [outer, n]; out: contiguous [outer]. Accumulates in fp32 (fp64 for fp64).
-  void (*reduce)(ReduceOp op, const Tensor& in, const Tensor& out);
-  // in: contiguous [outer, n]; out: [outer] mean and (unbiased by `correction`) variance.
-  void (*var_mean)(const Tensor& in, const Tensor& var, const Tensor& mean, int64_t correction);
-  // in, out: contiguous [outer, n]; softmax or log_softmax along n, computed in fp32.
-  void (*softmax)(const Tensor& in, const Tensor& out, bool log);
-  // a: [B, M, K], b: [B, K, N] (any strides with unit stride in one of the last two dims or
-  // contiguous); bias: undefined or contiguous [N] of out's dtype, added to every row in the
-  // accumulator before the single rounding to out's dtype (linear's epilogue); out: contiguous
-  // [B, M, N]. Reduced floats accumulate in fp32. K == 0 gives bias (or zeros).
-  void (*matmul)(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
-  // out[.., i, ..] = in[.., index[i], ..] along dim; index int64 contiguous.
-  void (*index_select)(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out);
-  // out[i][j] = in[i][index[i][j]] along dim (index same rank as in).
-  void (*gather)(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out);
-  // out[..index[i][j]..] += src[i][j] along dim; out contiguous, accumulated in place.
-  void (*scatter_add)(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
-  // dst (contiguous, floating) = (init ? 0 : dst) + convert(src); src has dst's shape, any
-  // floating dtype and strides. When found_inf (float32 [1], same device) is defined, it is
-  // set to 1 if any src value is inf or NaN; it is never cleared here. With dst undefined it
-  // only checks src (any floating dtype and strides) into found_inf (GradScaler::step).
-  void (*accumulate_grad)(const Tensor& src, const Tensor& dst, bool init, const Tensor& found_inf);
-  // The fused optimizer step above (CPU: one parallel loop per parameter; CUDA: one
-  // multi-tensor kernel launch per up to 24 parameters, no host synchronisation).
-  void (*fused_optimizer_step)(const FusedStepArgs& args);
-  // GradScaler::update on the device: scale (float32 [1]) and counters (int32 [3]:
-  // growth_tracker, overflows_in_a_row, skipped_steps) advance by math::ScaleUpdate given
-  // found_inf (float32 [1] or undefined: no overflow), which is then cleared to 0.
-  void (*update_scale)(const Tensor& scale, const Tensor& counters, const Tensor& found_inf,
-                       const math::ScaleUpdate& rule);
-  // out (contiguous, floating)[i] = math::DropoutKeep{seed, 1 - p}(i) ? 1 / (1 - p) : 0
-  // (core/philox.h): element i depends only on (seed, i), so every device draws the same mask.
-  void (*dropout_mask)(const Tensor& out, double p, uint64_t seed);
->>>>>>> reliab
 };
 
 // The kernels for a device; throws mantissa::Error when the device is not available.
