@@ -6,6 +6,8 @@
 namespace mantissa::cuda {
 // Any direction: host->device, device->host, device->device (same or another GPU).
 void copy(const Tensor& src, const Tensor& dst);
+// Waits for the current stream of `device` (counted, core/host_sync.h).
+void sync_stream(int device);
 // src and dst on the same GPU; converts dtype, broadcasts src, any strides.
 void copy_same_device(const Tensor& src, const Tensor& dst);
 void fill(const Tensor& dst, const Scalar& value);
