@@ -5,6 +5,7 @@
 // order as the CPU, and rounds once. No atomics, no host synchronisation.
 #include <cub/device/device_radix_sort.cuh>
 
+#include "cuda/kernels.h"
 #include "cuda/nn_common.cuh"
 #include "cuda/nn_kernels.h"
 
