@@ -93,7 +93,8 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int6
   }
   launch::check_same_device("embedding", {indices, weight});
   Tensor idx = launch::contiguous(launch::cast(indices, DType::Int64)).reshape({-1});
-  launch::check_index_range("embedding", "index", idx, num, nullptr, "weight " + weight.shape_str());
+  launch::check_index_range("embedding", "index", idx, num, nullptr,
+                            "an embedding of " + std::to_string(num) + " rows, weight " + weight.shape_str());
   Shape out_shape = indices.sizes();
   out_shape.push_back(dim);
   Tensor y;

@@ -12,6 +12,7 @@
 
 #include "core/backend.h"
 #include "core/host_sync.h"
+#include "cuda/cuda_api.h"
 #include "gpu_test.h"
 
 namespace mt = mantissa;
