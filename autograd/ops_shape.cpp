@@ -5,6 +5,7 @@
 
 #include "autograd/autocast.h"
 #include "autograd/op_helpers.h"
+#include "core/index_check.h"
 
 // Autocast categories of the ops defined here (core/autocast_policy.h).
 MT_DECLARE_CAST_POLICY(cat, Promote);
@@ -290,9 +291,9 @@ Tensor Tensor::to(DType t) const {
   return y;
 }
 
-Tensor Tensor::to(Device d) const {
+Tensor Tensor::to(Device d, bool non_blocking) const {
   if (d == device()) return *this;
-  Tensor y = launch::to_device(*this, d);
+  Tensor y = launch::to_device(*this, d, non_blocking);
   if (needs_grad({*this}))
     record("to_device", {*this}, y, [from = device()](const Tensor& g, auto&) { return Grads{g.to(from)}; });
   return y;
@@ -400,17 +401,14 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
 // ---------------------------------------------------------------- indexing
 
 namespace {
-// An int64, contiguous copy of `index` whose values are all in [0, n).
+// An int64, contiguous copy of `index` whose values are checked to be in [0, n)
+// (core/index_check.h: on a GPU without a host synchronisation).
 Tensor checked_index(const char* op, const Tensor& index, int64_t n, const Tensor& x, int64_t dim) {
   MT_CHECK(index.dtype() == DType::Int64 || index.dtype() == DType::Int32, op,
            "index must be an int64 or int32 tensor, got ", dtype_name(index.dtype()));
-  Tensor idx = launch::cast(index, DType::Int64);
-  Tensor host = idx.device().is_cpu() ? idx : launch::to_device(idx, Device::cpu());
-  const int64_t* p = host.data_ptr<int64_t>();
-  const int64_t n_index = host.numel();
-  for (int64_t i = 0; i < n_index; ++i)
-    MT_CHECK(p[i] >= 0 && p[i] < n, op, "index ", p[i], " is out of bounds for dimension ", dim, " with size ", n,
-             " (input shape ", x.shape_str(), ")");
+  Tensor idx = launch::contiguous(launch::cast(index, DType::Int64));
+  launch::check_index_range(op, "index", idx, n, nullptr,
+                            "dimension " + std::to_string(dim) + " of input shape " + x.shape_str());
   return idx;
 }
 }  // namespace

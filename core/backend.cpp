@@ -1,5 +1,8 @@
 #include "core/backend.h"
 
+#include <array>
+#include <atomic>
+
 #include "core/backend_registry.h"
 #include "core/cpu/kernels.h"
 #include "core/error.h"
@@ -64,6 +67,19 @@ const Backend& profiled() {
 
 const Backend& cuda_table() { return *find_backend(DeviceType::CUDA)->kernels; }
 
+// The devices a backend has, asked once per type: the count is fixed for the process and
+// the query (cudaGetDeviceCount) is a driver call that every op would otherwise pay.
+int device_count_of(DeviceType type, const DeviceBackend& b) {
+  static std::array<std::atomic<int>, kNumDeviceTypes> known{};  // count + 1; 0: not asked yet
+  std::atomic<int>& k = known[size_t(type)];
+  int v = k.load(std::memory_order_relaxed);
+  if (v == 0) {
+    v = b.device_count() + 1;
+    k.store(v, std::memory_order_relaxed);
+  }
+  return v - 1;
+}
+
 }  // namespace
 
 const Backend& backend_for(Device d) {
@@ -74,8 +90,8 @@ const Backend& backend_for(Device d) {
   }
   const DeviceBackend* b = find_backend(d.type);
   MT_CHECK(b != nullptr, "dispatch", "device ", d.str(), " is not available: mantissa was built without it");
-  MT_CHECK(d.index < b->device_count(), "dispatch", "device ", d.str(), " is not available (", b->device_count(),
-           " devices found)");
+  const int count = device_count_of(d.type, *b);
+  MT_CHECK(d.index < count, "dispatch", "device ", d.str(), " is not available (", count, " devices found)");
   return profiler::enabled() ? profiled<cuda_table>() : *b->kernels;
 }
 

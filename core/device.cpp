@@ -1,5 +1,7 @@
 #include "core/device.h"
 
+#include <cstdlib>
+
 #include "core/backend_registry.h"
 #include "core/error.h"
 #include "core/profiler.h"
@@ -10,8 +12,11 @@ int cuda_device_count() {
   static const int n = [] {
     const DeviceBackend* cuda = find_backend(DeviceType::CUDA);
     const int count = cuda ? cuda->device_count() : 0;
-    // Profiler ranges are on by default when there is a GPU to profile (core/profiler.h).
-    if (count > 0) profiler::set_default(true);
+    // NVTX ranges (and the per-op work behind them) are on by default only when a GPU is
+    // there and an NVTX tool is attached: nsys and ncu load theirs through
+    // NVTX_INJECTION64_PATH (core/profiler.h).
+    const char* tool = std::getenv("NVTX_INJECTION64_PATH");
+    if (count > 0 && tool != nullptr && *tool != '\0') profiler::set_default(true);
     return count;
   }();
   return n;

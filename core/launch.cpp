@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/backend_registry.h"
 #include "core/error.h"
 #include "core/shape.h"
 
@@ -31,11 +32,17 @@ Tensor cast(const Tensor& x, DType dtype) {
   return out;
 }
 
-Tensor to_device(const Tensor& x, Device device) {
+Tensor to_device(const Tensor& x, Device device, bool non_blocking) {
   Tensor src = contiguous(x);
   Tensor out = make_tensor(x.sizes(), x.dtype(), device);
   // The device that is not the CPU owns the transfer.
   backend_for(device.is_cpu() ? x.device() : device).copy(src, out);
+  // Only an upload from pinned memory is asynchronous (pageable ones are staged or blocking,
+  // downloads wait): make it synchronous unless asked not to.
+  if (!non_blocking && src.is_pinned() && !device.is_cpu()) {
+    const DeviceBackend* b = find_backend(device.type);
+    if (b != nullptr && b->sync_stream != nullptr) b->sync_stream(device.index);
+  }
   return out;
 }
 

@@ -13,8 +13,9 @@ void check_same_device(const char* op, std::initializer_list<Tensor> ts);
 Tensor contiguous(const Tensor& x);
 // A contiguous tensor converted to `dtype` (the input itself when nothing changes).
 Tensor cast(const Tensor& x, DType dtype);
-// A contiguous copy on `device`.
-Tensor to_device(const Tensor& x, Device device);
+// A contiguous copy on `device`; unless non_blocking, an upload from pinned memory is waited
+// for (Tensor::to).
+Tensor to_device(const Tensor& x, Device device, bool non_blocking = false);
 // x with `dtype` on `device`: x itself when it already is, else a contiguous converted copy.
 Tensor convert(const Tensor& x, DType dtype, Device device);
 Tensor unary(UnaryOp op, const Tensor& x, double a = 0, double b = 0);

@@ -93,8 +93,8 @@ struct AttentionGeometry {
                           const Tensor& w, bool training, const Tensor& gx, const Tensor& gw, const Tensor& gb))      \
   /* Fused log-softmax + negative log-likelihood on logits [M, C] with int64 targets [M]: */                          \
   /* loss[r] (acc) = (1 - s) * w[t] * -logp[t] + s / C * sum_c w[c] * -logp[c], 0 where t == ignore_index; */         \
-  /* lse[r] (acc) = logsumexp of the row; weight: acc [C] or undefined (all ones). Throws mantissa::Error for a */    \
-  /* target outside [0, C) that is not ignore_index. */                                                               \
+  /* lse[r] (acc) = logsumexp of the row; weight: acc [C] or undefined (all ones). Targets are range-checked by */    \
+  /* the op (launch::check_index_range); one outside [0, C) gets loss 0 and gradient 0, nothing read outside. */      \
   X(cross_entropy, (const Tensor& logits, const Tensor& target, const Tensor& weight, int64_t ignore_index,           \
                     double label_smoothing, const Tensor& loss, const Tensor& lse))                                   \
   /* glogits [M, C] = grad[r] * d loss[r] / d logits[r, :], grad: acc [M]. */                                         \
@@ -109,7 +109,11 @@ struct AttentionGeometry {
      const Tensor& lse, const Tensor& gq, const Tensor& gk, const Tensor& gv, const AttentionGeometry& g))            \
   /* out [G, R, C] = in with the elements outside a triangle zeroed: upper keeps column - row >= diagonal */          \
   /* (triu), lower keeps column - row <= diagonal (tril). Any dtype. */                                               \
-  X(triangle, (const Tensor& in, const Tensor& out, int64_t diagonal, bool upper))
+  X(triangle, (const Tensor& in, const Tensor& out, int64_t diagonal, bool upper))                                    \
+  /* Embedding backward: gweight [num, D] (T, overwritten) row r = the sum of the rows n of grad [N, D] (T) with */   \
+  /* index[n] == r (index int64 [N]), in acc in increasing n, rounded once (deterministic); 0 for rows without */     \
+  /* tokens, for row padding_idx (when >= 0) and for out-of-range index values (skipped). */                          \
+  X(embedding_backward, (const Tensor& grad, const Tensor& index, const Tensor& gweight, int64_t padding_idx))
 
 #define MT_NN_FIELD(name, params) void(*name) params;
 #define MT_NN_DECLARATION(name, params) void name params;

@@ -7,10 +7,11 @@
 // a profiler::Profile records (core/profile.h) or while the NVTX switch is on. The switch is
 //   * MANTISSA_NVTX=1 / MANTISSA_NVTX=0 in the environment (wins over the default),
 //   * profiler::set_enabled(on) at run time (wins over everything),
-//   * otherwise on as soon as a CUDA device is found (core/device.cpp), off on the CPU.
+//   * otherwise on when a CUDA device is found and an NVTX tool is attached (nsys, ncu: they
+//     set NVTX_INJECTION64_PATH; core/device.cpp), off otherwise.
 //
 //   { mt::profiler::Range r("data"); batch = next(loader); }
-//   $ nsys profile ./train            # ranges show up in the NVTX row
+//   $ nsys profile ./train            # ranges show up in the NVTX row (nsys attaches a tool)
 #pragma once
 #include <atomic>
 #include <cstdint>

@@ -105,9 +105,15 @@ class Tensor {
   Tensor contiguous() const;
   Tensor clone() const;
   Tensor to(DType dtype) const;
-  Tensor to(Device device) const;
+  // A copy on `device` (this tensor when already there). Synchronous with respect to the host
+  // by default, as LibTorch's: once it returns, the source may be overwritten. With
+  // non_blocking = true an upload from pinned memory (pin_memory()) only queues the DMA on the
+  // device's current stream; kernels queued after it on that stream see the data, but the
+  // source must not be refilled before the copy ran (the pinned allocator keeps a freed block
+  // from being reused until then). Other copies ignore the flag.
+  Tensor to(Device device, bool non_blocking = false) const;
   // A contiguous copy in page-locked host memory (this tensor if it already is one), so
-  // that .to(Device::cuda(i)) from it is an asynchronous DMA; without history. Without a
+  // that .to(Device::cuda(i), true) from it is an asynchronous DMA; without history. Without a
   // GPU there is no pinned memory and this is contiguous(). CPU tensors only.
   Tensor pin_memory() const;
   bool is_pinned() const;

@@ -2,12 +2,13 @@
 // the device and cost tens of microseconds or more; a training step frees and allocates
 // the same shapes every iteration, so after the first step every request is served from
 // the cache and no call reaches the driver. Blocks are never split (unlike PyTorch's
-// allocator): sizes are rounded into classes instead, which bounds the waste at 25%.
+// allocator): sizes are rounded into classes instead (512 bytes below 1 MiB, an eighth of the
+// power of two above), and a request takes a cached block of up to 2x its rounded size below
+// 1 MiB, up to 1.25x above (max_fit).
 #include "cuda/allocator.h"
 
 #include <array>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -15,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/block_reuse.h"
 #include "core/device.h"
 #include "cuda/device.h"
 
@@ -46,9 +48,46 @@ std::string mib(size_t bytes) {
 struct Block {
   void* ptr = nullptr;
   size_t size = 0;
-  cudaStream_t stream = nullptr;   // allocation stream (always null for host blocks)
-  std::vector<cudaStream_t> uses;  // other streams that used it (record_stream)
-  int pending_events = 0;          // events still to complete before reuse
+  cudaStream_t stream = nullptr;  // allocation stream (always null for host blocks)
+};
+
+// The CUDA events behind BlockReuse: each recorded on the device of its use.
+class CudaEventOps final : public EventOps {
+ public:
+  void* record(const StreamUse& use) override {
+    int prev = -1;
+    const bool switch_device = cudaGetDevice(&prev) == cudaSuccess && prev != use.device;
+    if (switch_device && cudaSetDevice(use.device) != cudaSuccess) (void)cudaGetLastError();
+    const auto stream = static_cast<cudaStream_t>(use.stream);
+    cudaEvent_t ev = nullptr;
+    if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess ||
+        cudaEventRecord(ev, stream) != cudaSuccess) {
+      // Could not record: wait for the stream instead, which is slow but safe.
+      if (ev) (void)cudaEventDestroy(ev);
+      ev = nullptr;
+      (void)cudaGetLastError();
+      (void)cudaStreamSynchronize(stream);
+      (void)cudaGetLastError();
+    }
+    if (switch_device) (void)cudaSetDevice(prev);
+    return ev;
+  }
+  bool query(void* event) override {
+    const auto ev = static_cast<cudaEvent_t>(event);
+    const cudaError_t q = cudaEventQuery(ev);
+    if (q == cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    if (q != cudaSuccess) (void)cudaGetLastError();  // treat a failed event as done
+    (void)cudaEventDestroy(ev);
+    return true;
+  }
+  void wait(void* event) override {
+    const auto ev = static_cast<cudaEvent_t>(event);
+    if (cudaEventSynchronize(ev) != cudaSuccess) (void)cudaGetLastError();
+    (void)cudaEventDestroy(ev);
+  }
 };
 
 struct BlockLess {
@@ -60,11 +99,12 @@ struct BlockLess {
 };
 
 // One allocator per device (host_ == false) or for pinned host memory (host_ == true).
-// Host blocks are not tied to a stream: pinned memory is reusable by any stream once the
-// events of its recorded uses completed.
+// Host blocks are not tied to a stream or a device: pinned memory (portable: registered with
+// every GPU's context) is reusable once the events of its recorded (device, stream) uses
+// completed.
 class CachingAllocator final : public Allocator {
  public:
-  CachingAllocator(int device, bool host) : device_(device), host_(host) {}
+  CachingAllocator(int device, bool host) : device_(device), host_(host), reuse_(events_) {}
   // Never destroyed (see device_allocator): freeing after the CUDA runtime shut down fails.
   ~CachingAllocator() override = default;
 
@@ -107,30 +147,10 @@ class CachingAllocator final : public Allocator {
     Block* b = it->second;
     active_.erase(it);
     stats_.allocated -= b->size;
-    if (b->uses.empty()) {
+    if (reuse_.release(p))
       free_.insert(b);
-      return;
-    }
-    int prev = -1;
-    const bool switch_device = !host_ && cudaGetDevice(&prev) == cudaSuccess && prev != device_;
-    if (switch_device) (void)cudaSetDevice(device_);
-    for (cudaStream_t s : b->uses) {
-      cudaEvent_t ev = nullptr;
-      if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) == cudaSuccess &&
-          cudaEventRecord(ev, s) == cudaSuccess) {
-        pending_.emplace_back(ev, b);
-        ++b->pending_events;
-      } else {
-        // Could not record: wait for the stream instead, which is slow but safe.
-        if (ev) (void)cudaEventDestroy(ev);
-        (void)cudaGetLastError();
-        (void)cudaStreamSynchronize(s);
-        (void)cudaGetLastError();
-      }
-    }
-    b->uses.clear();
-    if (b->pending_events == 0) free_.insert(b);
-    if (switch_device) (void)cudaSetDevice(prev);
+    else
+      pending_.emplace(p, b);
   }
 
   AllocatorStats stats() const override {
@@ -143,15 +163,12 @@ class CachingAllocator final : public Allocator {
     release_cached_locked();
   }
 
-  void record_use(void* p, cudaStream_t stream) {
+  void record_use(void* p, int device, cudaStream_t stream) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = active_.find(p);
     if (it == active_.end()) return;
-    Block* b = it->second;
-    if (!host_ && stream == b->stream) return;  // same-stream reuse is ordered already
-    for (cudaStream_t s : b->uses)
-      if (s == stream) return;
-    b->uses.push_back(stream);
+    if (!host_ && stream == it->second->stream) return;  // same-stream reuse is ordered already
+    reuse_.record_use(p, StreamUse{device, stream});
   }
 
  private:
@@ -159,11 +176,11 @@ class CachingAllocator final : public Allocator {
     std::unique_ptr<DeviceGuard> guard;
     if (!host_) guard = std::make_unique<DeviceGuard>(device_);
     void* p = nullptr;
-    cudaError_t err = host_ ? cudaHostAlloc(&p, size, cudaHostAllocDefault) : cudaMalloc(&p, size);
+    cudaError_t err = host_ ? cudaHostAlloc(&p, size, cudaHostAllocPortable) : cudaMalloc(&p, size);
     if (err == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();
       release_cached_locked();  // give the cache back to the driver and try once more
-      err = host_ ? cudaHostAlloc(&p, size, cudaHostAllocDefault) : cudaMalloc(&p, size);
+      err = host_ ? cudaHostAlloc(&p, size, cudaHostAllocPortable) : cudaMalloc(&p, size);
     }
     if (err == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();
@@ -178,32 +195,21 @@ class CachingAllocator final : public Allocator {
     return p;
   }
 
-  // Moves blocks whose recorded uses completed to the free set. Events are queried in
-  // FIFO order and the scan stops at the first unfinished one: cheap, and late blocks
-  // are picked up on a later call.
+  // Moves blocks whose recorded uses completed to the free set.
   void process_events_locked() {
-    while (!pending_.empty()) {
-      auto [ev, b] = pending_.front();
-      cudaError_t q = cudaEventQuery(ev);
-      if (q == cudaErrorNotReady) {
-        (void)cudaGetLastError();
-        break;
-      }
-      if (q != cudaSuccess) (void)cudaGetLastError();  // treat a failed event as done
-      (void)cudaEventDestroy(ev);
-      pending_.pop_front();
-      if (--b->pending_events == 0) free_.insert(b);
-    }
+    if (pending_.empty()) return;
+    for (void* p : reuse_.completed()) take_pending_locked(p);
+  }
+
+  void take_pending_locked(void* p) {
+    auto it = pending_.find(p);
+    if (it == pending_.end()) return;
+    free_.insert(it->second);
+    pending_.erase(it);
   }
 
   void release_cached_locked() {
-    for (auto& [ev, b] : pending_) {
-      (void)cudaEventSynchronize(ev);
-      (void)cudaEventDestroy(ev);
-      if (--b->pending_events == 0) free_.insert(b);
-    }
-    (void)cudaGetLastError();
-    pending_.clear();
+    for (void* p : reuse_.wait_all()) take_pending_locked(p);
     std::unique_ptr<DeviceGuard> guard;
     if (!host_) guard = std::make_unique<DeviceGuard>(device_);
     for (Block* b : free_) {
@@ -220,7 +226,9 @@ class CachingAllocator final : public Allocator {
   mutable std::mutex mutex_;
   std::unordered_map<void*, Block*> active_;
   std::set<Block*, BlockLess> free_;
-  std::deque<std::pair<cudaEvent_t, Block*>> pending_;
+  std::unordered_map<void*, Block*> pending_;  // freed, waiting for their uses' events
+  CudaEventOps events_;
+  BlockReuse reuse_;
   AllocatorStats stats_;
 };
 
@@ -243,12 +251,14 @@ CachingAllocator* pinned_caching_allocator() {
 Allocator* device_allocator(int device) { return device_caching_allocator(device); }
 
 void record_stream(int device, void* ptr, cudaStream_t stream) {
-  device_caching_allocator(device)->record_use(ptr, stream);
+  device_caching_allocator(device)->record_use(ptr, device, stream);
 }
 
 Allocator* pinned_allocator() { return pinned_caching_allocator(); }
 
-void record_pinned_use(void* ptr, cudaStream_t stream) { pinned_caching_allocator()->record_use(ptr, stream); }
+void record_pinned_use(void* ptr, int device, cudaStream_t stream) {
+  pinned_caching_allocator()->record_use(ptr, device, stream);
+}
 
 }  // namespace cuda
 }  // namespace mantissa

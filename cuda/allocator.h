@@ -5,7 +5,8 @@
 // is handed out again only to an allocation on that same stream: work on one stream runs
 // in order, so the new owner's kernels start after the old owner's finished. A block
 // that was also used on other streams (record_stream) waits, after being freed, until
-// events recorded on those streams have completed.
+// events recorded on those streams, each on its own device, have completed
+// (core/block_reuse.h keeps that bookkeeping).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -21,8 +22,8 @@ void record_stream(int device, void* ptr, cudaStream_t stream);
 
 // Page-locked host memory (cudaHostAlloc), cached like device memory. Copies from or to
 // it can be asynchronous; record_pinned_use() then keeps a freed block from being reused
-// before the copy queued on `stream` has completed.
+// before the copy queued on `stream` of `device` has completed.
 Allocator* pinned_allocator();
-void record_pinned_use(void* ptr, cudaStream_t stream);
+void record_pinned_use(void* ptr, int device, cudaStream_t stream);
 
 }  // namespace mantissa::cuda

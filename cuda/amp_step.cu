@@ -7,14 +7,14 @@
 //  * the found-inf flag, the loss scale and the step counts are device memory: the step
 //    kernel reads the flag and returns at once when it is set (params, moments, working
 //    copies and step counts untouched), and update_scale adjusts the scale on the device;
-//  * multi-tensor launches (as PyTorch's multi_tensor_apply): a launch carries, by value, a
-//    list of up to kMaxTensors parameters cut into kChunk-element chunks, one chunk per
-//    block, so a model of hundreds of small tensors costs a handful of launches, not one
-//    (or several) per parameter.
+//  * multi-tensor launches (as PyTorch's multi_tensor_apply), planned on the host by
+//    core/multi_tensor_plan.h (tested on the CPU): a model of hundreds of small tensors costs
+//    a handful of launches, not one (or several) per parameter.
 #include <type_traits>
 #include <vector>
 
 #include "core/elementwise_math.h"
+#include "core/multi_tensor_plan.h"
 #include "cuda/kernels.h"
 #include "cuda/loops.cuh"
 
@@ -22,25 +22,9 @@ namespace mantissa::cuda {
 
 namespace {
 
-constexpr int kMaxTensors = 24;  // per launch: keeps TensorList under the 4 KB parameter limit
-constexpr int kMaxBlocks = 320;  // chunks per launch
-constexpr int64_t kChunk = 65536;
+using multi_tensor::kChunk;
+using multi_tensor::TensorList;
 constexpr int kStepThreads = 512;
-constexpr int kMaxSteps = 256;  // step counters per increment launch
-
-// The parameters of one launch. Block b updates chunk block_chunk[b] of tensor block_tensor[b].
-struct TensorList {
-  void* param[kMaxTensors];
-  const void* grad[kMaxTensors];
-  void* state[3][kMaxTensors];
-  void* working_copy[kMaxTensors];
-  const int64_t* step[kMaxTensors];
-  int64_t first_at_step[kMaxTensors];
-  int64_t numel[kMaxTensors];
-  uint8_t block_tensor[kMaxBlocks];
-  int32_t block_chunk[kMaxBlocks];
-};
-static_assert(sizeof(TensorList) < 4000, "kernel parameters are limited to 4 KB");
 
 struct NoWorkingCopy {};
 
@@ -55,8 +39,8 @@ __global__ void __launch_bounds__(kStepThreads)
                       const float* found_inf) {
   if (found_inf != nullptr && *found_inf != 0.0f) return;
   const int ti = list.block_tensor[blockIdx.x];
-  const int64_t begin = int64_t(list.block_chunk[blockIdx.x]) * kChunk;
-  const int64_t end = begin + kChunk < list.numel[ti] ? begin + kChunk : list.numel[ti];
+  int64_t begin = 0, end = 0;
+  multi_tensor::chunk_range(list, int(blockIdx.x), kChunk, begin, end);
   const int64_t t = *list.step[ti] + 1;
   // The factor exactly as the CPU row forms it: float(1 / S), times the host factor, rounded to T.
   double inv = host_inv_scale;
@@ -93,14 +77,9 @@ __global__ void __launch_bounds__(kStepThreads)
   }
 }
 
-struct StepList {
-  int64_t* step[kMaxSteps];
-  int count;
-};
-
 // steps: count int64 [1] counters; each += 1 unless *found_inf != 0. Runs after every
 // fused_step_kernel of the step (same stream), which read the old values.
-__global__ void increment_steps_kernel(StepList list, const float* found_inf) {
+__global__ void increment_steps_kernel(multi_tensor::StepList list, const float* found_inf) {
   if (found_inf != nullptr && *found_inf != 0.0f) return;
   for (int i = threadIdx.x; i < list.count; i += blockDim.x) ++*list.step[i];
 }
@@ -125,50 +104,24 @@ const float* flag_ptr(const Tensor& t, Device device, const char* what) {
 template <typename T, typename W, int N, bool kAdam>
 void launch_lists(const std::vector<const FusedStepTensor*>& tensors, const FusedStepArgs& a, const float* scale,
                   const float* found_inf, cudaStream_t stream) {
-  TensorList list{};
-  int count = 0, blocks = 0;
-  auto flush = [&] {
-    if (blocks == 0) return;
-    fused_step_kernel<T, W, N, kAdam>
-        <<<blocks, kStepThreads, 0, stream>>>(list, a.hyper, a.inv_scale, scale, found_inf);
-    MT_CUDA_CHECK_LAUNCH();
-    list = TensorList{};
-    count = 0;
-    blocks = 0;
-  };
+  std::vector<multi_tensor::TensorEntry> entries;
+  entries.reserve(tensors.size());
   for (const FusedStepTensor* p : tensors) {
-    const int64_t n = p->param.numel();
-    if (n == 0) continue;
-    if (count == kMaxTensors) flush();
-    const int ti = count++;
-    list.param[ti] = p->param.raw_data();
-    list.grad[ti] = p->grad.raw_data();
-    for (int k = 0; k < N; ++k) list.state[k][ti] = p->state[size_t(k)].raw_data();
-    list.working_copy[ti] = p->working_copy.defined() ? p->working_copy.raw_data() : nullptr;
-    list.step[ti] = dptr<const int64_t>(p->step);
-    list.first_at_step[ti] = p->first_at_step;
-    list.numel[ti] = n;
-    const int64_t chunks = (n + kChunk - 1) / kChunk;
-    for (int64_t c = 0; c < chunks; ++c) {
-      if (blocks == kMaxBlocks) {
-        // The tensor continues in the next launch: carry its entry over as tensor 0.
-        const TensorList carry = list;
-        flush();
-        list.param[0] = carry.param[ti];
-        list.grad[0] = carry.grad[ti];
-        for (int k = 0; k < 3; ++k) list.state[k][0] = carry.state[k][ti];
-        list.working_copy[0] = carry.working_copy[ti];
-        list.step[0] = carry.step[ti];
-        list.first_at_step[0] = carry.first_at_step[ti];
-        list.numel[0] = carry.numel[ti];
-        count = 1;
-      }
-      list.block_tensor[blocks] = uint8_t(count - 1);
-      list.block_chunk[blocks] = int32_t(c);
-      ++blocks;
-    }
+    multi_tensor::TensorEntry e;
+    e.param = p->param.raw_data();
+    e.grad = p->grad.raw_data();
+    for (int k = 0; k < N; ++k) e.state[k] = p->state[size_t(k)].raw_data();
+    e.working_copy = p->working_copy.defined() ? p->working_copy.raw_data() : nullptr;
+    e.step = dptr<const int64_t>(p->step);
+    e.first_at_step = p->first_at_step;
+    e.numel = p->param.numel();
+    entries.push_back(e);
   }
-  flush();
+  for (const multi_tensor::Launch& l : multi_tensor::plan_launches(entries)) {
+    fused_step_kernel<T, W, N, kAdam>
+        <<<l.blocks, kStepThreads, 0, stream>>>(l.list, a.hyper, a.inv_scale, scale, found_inf);
+    MT_CUDA_CHECK_LAUNCH();
+  }
 }
 
 template <typename T, typename W>
@@ -242,18 +195,13 @@ void fused_optimizer_step(const FusedStepArgs& a) {
     MT_FAIL("fused_optimizer_step", "masters must be float32 or float64, got ", dtype_name(master));
 
   // The step counts advance after every update kernel has read them.
-  StepList steps{};
-  auto flush_steps = [&] {
-    if (steps.count == 0) return;
-    increment_steps_kernel<<<1, 256, 0, stream>>>(steps, found_inf);
+  std::vector<int64_t*> steps;
+  steps.reserve(a.tensors.size());
+  for (const FusedStepTensor& p : a.tensors) steps.push_back(dptr<int64_t>(p.step));
+  for (const multi_tensor::StepList& l : multi_tensor::plan_step_lists(steps)) {
+    increment_steps_kernel<<<1, 256, 0, stream>>>(l, found_inf);
     MT_CUDA_CHECK_LAUNCH();
-    steps = StepList{};
-  };
-  for (const FusedStepTensor& p : a.tensors) {
-    if (steps.count == kMaxSteps) flush_steps();
-    steps.step[steps.count++] = dptr<int64_t>(p.step);
   }
-  flush_steps();
 }
 
 void update_scale(const Tensor& scale, const Tensor& counters, const Tensor& found_inf, const math::ScaleUpdate& rule) {

@@ -43,7 +43,7 @@ struct PinnedBlock {
   PinnedBlock& operator=(const PinnedBlock&) = delete;
 };
 
-void upload(void* dst, const void* src, size_t n, cudaStream_t stream) {
+void upload(void* dst, const void* src, size_t n, int dev, cudaStream_t stream) {
   if (n == 0) return;
   if (n > kMaxStaged) {
     MT_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream));
@@ -52,7 +52,7 @@ void upload(void* dst, const void* src, size_t n, cudaStream_t stream) {
   PinnedBlock staging(n);
   std::memcpy(staging.p, src, n);
   MT_CUDA_CHECK(cudaMemcpyAsync(dst, staging.p, n, cudaMemcpyHostToDevice, stream));
-  record_pinned_use(staging.p, stream);
+  record_pinned_use(staging.p, dev, stream);
 }
 
 // src on the CPU, dst on a GPU.
@@ -65,11 +65,12 @@ void copy_h2d(const Tensor& src, const Tensor& dst) {
   Tensor target = direct ? dst : make_tensor(src.sizes(), src.dtype(), dst.device());
   if (host.is_pinned()) {
     // Already page-locked (Tensor::pin_memory, the DataLoader): DMA straight from it, and
-    // keep the block from being reused before the copy has read it.
+    // keep the block from being reused before the copy on (dev, stream) has read it. The copy
+    // is asynchronous: Tensor::to(device, non_blocking = false) waits for it (sync_stream).
     MT_CUDA_CHECK(cudaMemcpyAsync(target.raw_data(), host.raw_data(), host.nbytes(), cudaMemcpyHostToDevice, stream));
-    record_pinned_use(host.impl()->storage->data, stream);
+    record_pinned_use(host.impl()->storage->data, dev, stream);
   } else {
-    upload(target.raw_data(), host.raw_data(), host.nbytes(), stream);
+    upload(target.raw_data(), host.raw_data(), host.nbytes(), dev, stream);
   }
   if (!direct) copy_same_device(target, dst);
 }
@@ -86,8 +87,7 @@ void copy_d2h(const Tensor& src, const Tensor& dst) {
     copy_same_device(src, dsrc);
   }
   Tensor host = dst.is_contiguous() ? dst : make_tensor(dst.sizes(), dst.dtype(), Device::cpu());
-  MT_CUDA_CHECK(cudaMemcpyAsync(host.raw_data(), dsrc.raw_data(), host.nbytes(), cudaMemcpyDeviceToHost, stream));
-  MT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  copy_to_host(host.raw_data(), dsrc.raw_data(), host.nbytes(), dev, stream);
   if (!host.is_same(dst)) cpu_backend().copy(host, dst);
 }
 
@@ -102,17 +102,22 @@ void copy_peer(const Tensor& src, const Tensor& dst) {
       s = make_tensor(dst.sizes(), dst.dtype(), src.device());
       copy_same_device(src, s);
     }
-    MT_CUDA_CHECK(cudaStreamSynchronize(current_stream(sdev)));
+    stream_synchronize(sdev, current_stream(sdev));
   }
   DeviceGuard g(ddev);
   Tensor d = dst.is_contiguous() ? dst : make_tensor(dst.sizes(), dst.dtype(), dst.device());
   const cudaStream_t stream = current_stream(ddev);
   MT_CUDA_CHECK(cudaMemcpyPeerAsync(d.raw_data(), ddev, s.raw_data(), sdev, d.nbytes(), stream));
-  MT_CUDA_CHECK(cudaStreamSynchronize(stream));  // `s` may be a temporary of sdev's stream
+  stream_synchronize(ddev, stream);  // `s` may be a temporary of sdev's stream
   if (!d.is_same(dst)) copy_same_device(d, dst);
 }
 
 }  // namespace
+
+void sync_stream(int device) {
+  DeviceGuard g(device);
+  stream_synchronize(device, current_stream(device));
+}
 
 void copy(const Tensor& src, const Tensor& dst) {
   if (dst.numel() == 0) return;

@@ -4,6 +4,8 @@
 //
 //   mt::cuda::set_allow_tf32(true);   // fp32 matmuls may use TF32 tensor cores
 //   mt::cuda::synchronize(0);         // wait for all work on cuda:0 (e.g. before timing)
+//
+// The counts of host synchronisations and device-to-host copies are in core/host_sync.h.
 #pragma once
 #include <cstddef>
 #include <string>
@@ -17,8 +19,12 @@ namespace mantissa::cuda {
 // Off by default so fp32 results match the CPU to fp32 rounding.
 void set_allow_tf32(bool on);
 bool allow_tf32();
-// Blocks until every queued kernel and copy on `device` finished; surfaces async errors.
+// Blocks until every queued kernel and copy on `device` finished; surfaces async errors,
+// including an out-of-range index found by a device-side check (core/index_check.h).
 void synchronize(int device = 0);
+// Makes `device` this thread's current GPU (as torch.cuda.set_device): work and page-locked
+// allocations of the thread then create no context on GPU 0.
+void set_device(int device);
 std::string device_name(int device = 0);
 int compute_capability(int device = 0);  // e.g. 90 for H100/H200
 size_t total_memory(int device = 0);     // bytes
@@ -26,6 +32,9 @@ size_t total_memory(int device = 0);     // bytes
 inline void set_allow_tf32(bool) {}
 inline bool allow_tf32() { return false; }
 inline void synchronize(int = 0) {}
+inline void set_device(int device) {
+  MT_FAIL("cuda::set_device", "device cuda:", device, " is not available: mantissa was built without CUDA");
+}
 inline std::string device_name(int device = 0) {
   MT_FAIL("cuda::device_name", "device cuda:", device, " is not available: mantissa was built without CUDA");
 }

@@ -14,14 +14,19 @@ namespace cuda {
 
 // Any failure (no driver, no device, driver too old, CUDA_VISIBLE_DEVICES empty) means
 // "no GPU": the CPU build must keep working.
+// Queried once: the count is fixed for the life of the process, and backend_for asks on
+// every op.
 int runtime_device_count() {
-  int n = 0;
-  cudaError_t err = cudaGetDeviceCount(&n);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return n < 0 ? 0 : (n > kMaxDevices ? kMaxDevices : n);
+  static const int count = [] {
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return n < 0 ? 0 : (n > kMaxDevices ? kMaxDevices : n);
+  }();
+  return count;
 }
 
 void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int line) {
@@ -74,8 +79,12 @@ StreamGuard::~StreamGuard() { t_streams[size_t(device_)] = prev_; }
 
 void synchronize(int device) {
   check_device_index(device, "cuda::synchronize");
-  DeviceGuard g(device);
-  MT_CUDA_CHECK(cudaDeviceSynchronize());
+  device_synchronize(device);
+}
+
+void set_device(int device) {
+  check_device_index(device, "cuda::set_device");
+  MT_CUDA_CHECK(cudaSetDevice(device));
 }
 
 std::string device_name(int device) { return device_properties(device).name; }

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "core/error.h"
+#include "core/index_check.h"
 #include "core/profiler.h"
 
 namespace mantissa::cuda {
@@ -56,6 +57,20 @@ class StreamGuard {
   int device_;
   cudaStream_t prev_;
 };
+
+// Every host wait in cuda/ goes through these (cuda/sync.cpp): each is counted
+// (core/host_sync.h) and then reports a pending device-side index error of that device.
+void stream_synchronize(int device, cudaStream_t stream);
+void device_synchronize(int device);
+// Copies n bytes from device memory to host memory on `stream` and waits for them.
+void copy_to_host(void* dst, const void* src, size_t n, int device, cudaStream_t stream);
+// The sticky index error record of `device` (host-mapped, written by check_index kernels),
+// created on first use.
+IndexErrorRecord* index_error_record(int device);
+// Throws the recorded error of `device`, if any (call only after a synchronisation).
+void check_index_errors(int device);
+// launch::check_index_range on a GPU (cuda/index.cu): no synchronisation.
+void check_index(const Tensor& index, int64_t bound, bool has_ignore, int64_t ignore, int32_t code);
 
 }  // namespace mantissa::cuda
 

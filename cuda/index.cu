@@ -1,5 +1,8 @@
 // index_select, gather and scatter_add; shapes and index geometry in core/index_math.h. Index
-// values are validated by the op before launch, so the kernels do not bounds-check them.
+// values are range-checked by launch::check_index_range (check_index_kernel below, which
+// reports through the sticky error record, core/index_check.h) without a host
+// synchronisation, so these kernels cannot trust them: an out-of-range value reads 0 and
+// scatters nothing.
 #include "core/index_math.h"
 #include "cuda/kernels.h"
 #include "cuda/loops.cuh"
@@ -30,18 +33,38 @@ Tensor contig(const Tensor& t) {
   return c;
 }
 
+// idx: int64 [n]. The first value outside [0, bound) (and != ignore when has_ignore) is
+// written to *rec with `code`; later ones find the code set and leave the record alone.
+__global__ void check_index_kernel(const int64_t* idx, int64_t n, int64_t bound, bool has_ignore, int64_t ignore,
+                                   IndexErrorRecord* rec, int32_t code) {
+  for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < n; p += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t v = idx[p];
+    if ((v >= 0 && v < bound) || (has_ignore && v == ignore)) continue;
+    if (atomicCAS(&rec->code, 0, code) == 0) {
+      rec->position = p;
+      rec->value = v;
+      rec->bound = bound;
+      __threadfence_system();
+    }
+  }
+}
+
 // p: the flat position in out.
 template <typename E>
 __global__ void index_select_kernel(const E* x, const int64_t* idx, E* y, int64_t total, math::IndexGeometry g) {
-  for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < total; p += int64_t(gridDim.x) * blockDim.x)
-    y[p] = x[g.data_offset_at(p, idx[g.j_at(p)])];
+  for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < total; p += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t v = idx[g.j_at(p)];
+    y[p] = v >= 0 && v < g.n ? x[g.data_offset_at(p, v)] : E(0);
+  }
 }
 
 // p: the flat position in index and out.
 template <typename E>
 __global__ void gather_kernel(const E* x, const int64_t* idx, E* y, int64_t total, math::IndexGeometry g) {
-  for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < total; p += int64_t(gridDim.x) * blockDim.x)
-    y[p] = x[g.data_offset_at(p, idx[p])];
+  for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < total; p += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t v = idx[p];
+    y[p] = v >= 0 && v < g.n ? x[g.data_offset_at(p, v)] : E(0);
+  }
 }
 
 // Byte-wide atomics do not exist: update the aligned 32-bit word that holds the byte.
@@ -79,11 +102,23 @@ __device__ __forceinline__ void atomic_add(T* p, T v) {
 // p: the flat position in index and src.
 template <typename T>
 __global__ void scatter_add_kernel(T* y, const int64_t* idx, const T* s, int64_t total, math::IndexGeometry g) {
-  for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < total; p += int64_t(gridDim.x) * blockDim.x)
-    atomic_add(&y[g.data_offset_at(p, idx[p])], s[p]);
+  for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < total; p += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t v = idx[p];
+    if (v >= 0 && v < g.n) atomic_add(&y[g.data_offset_at(p, v)], s[p]);
+  }
 }
 
 }  // namespace
+
+void check_index(const Tensor& index, int64_t bound, bool has_ignore, int64_t ignore, int32_t code) {
+  const int64_t n = index.numel();
+  if (n == 0) return;
+  const int dev = index.device().index;
+  DeviceGuard g(dev);
+  check_index_kernel<<<grid_for(n, dev), kBlock, 0, current_stream(dev)>>>(
+      dptr<const int64_t>(index), n, bound, has_ignore, ignore, index_error_record(dev), code);
+  MT_CUDA_CHECK_LAUNCH();
+}
 
 void index_select(const Tensor& in0, int64_t dim, const Tensor& index0, const Tensor& out) {
   MT_CHECK(out.is_contiguous(), "index_select", "the CUDA kernel expects a contiguous output");

@@ -8,6 +8,8 @@ namespace mantissa::cuda {
 // (host->device, device->host, device->device on the same or another GPU); fused_optimizer_step
 // and update_scale live in cuda/amp_step.cu.
 MT_BACKEND_KERNELS(MT_BACKEND_DECLARATION)
+// Waits for the current stream of `device` (counted, core/host_sync.h).
+void sync_stream(int device);
 // src and dst on the same GPU; converts dtype, broadcasts src, any strides.
 void copy_same_device(const Tensor& src, const Tensor& dst);
 }  // namespace mantissa::cuda

@@ -3,10 +3,10 @@
 // thread per logit, recomputing softmax from the saved logsumexp. exp is math::exp_acc and the
 // loss and gradient formulas come from core/nn_math.h, as on the CPU.
 //
-// Invalid targets: the forward kernel records the first row whose target is outside [0, C)
-// and not ignore_index in a device word (its loss is written as 0, nothing is read out of
-// bounds); the launcher reads that word back and throws mantissa::Error naming the target.
-// That costs one 8-byte device-to-host read (a stream sync) per forward call.
+// Invalid targets: the op range-checks them first (launch::check_index_range, reported
+// through the sticky device error at the next host read, core/index_check.h); the kernels
+// write a 0 loss and a 0 gradient for a target outside [0, C) and read nothing out of bounds.
+// No host synchronisation.
 #include "core/nn_math.h"
 #include "cuda/kernels.h"
 #include "cuda/nn_common.cuh"
@@ -16,13 +16,11 @@ namespace mantissa::cuda {
 
 namespace {
 
-// logits: [M, C]; target: int64 [M]; w: acc [C] or null; loss, lse: acc [M]; bad: [1], holds M
-// when every target is valid, else the lowest invalid row.
+// logits: [M, C]; target: int64 [M]; w: acc [C] or null; loss, lse: acc [M].
 // lse[r] = logsumexp(logits[r]); loss[r] = math::cross_entropy_loss(...), 0 where target == ignore_index.
 template <typename T>
 __global__ void cross_entropy_kernel(Rows R, const T* x, const int64_t* target, const acc_t<T>* w, int64_t ignore_index,
-                                     acc_t<T> s, acc_t<T>* loss, acc_t<T>* lse, unsigned long long* bad, int64_t M,
-                                     int64_t C) {
+                                     acc_t<T> s, acc_t<T>* loss, acc_t<T>* lse, int64_t M, int64_t C) {
   using A = acc_t<T>;
   for (int64_t r = R.first(); r < M; r += R.step()) {
     const T* xr = x + r * C;
@@ -38,10 +36,7 @@ __global__ void cross_entropy_kernel(Rows R, const T* x, const int64_t* target, 
     const int64_t t = target[r];  // uniform across the team, so the branches below are too
     if (R.lane() == 0) lse[r] = z;
     if (t == ignore_index || t < 0 || t >= C) {
-      if (R.lane() == 0) {
-        loss[r] = 0;
-        if (t != ignore_index) atomicMin(bad, (unsigned long long)r);
-      }
+      if (R.lane() == 0) loss[r] = 0;
       continue;
     }
     A smooth = 0;
@@ -83,14 +78,6 @@ __global__ void cross_entropy_backward_kernel(const acc_t<T>* grad, const T* x, 
   }
 }
 
-// Reads one int64 from device memory (waits for the stream).
-int64_t read_int64(const void* p, cudaStream_t stream) {
-  int64_t v = 0;
-  MT_CUDA_CHECK(cudaMemcpyAsync(&v, p, sizeof v, cudaMemcpyDeviceToHost, stream));
-  MT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return v;
-}
-
 }  // namespace
 
 void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& weight, int64_t ignore_index,
@@ -100,22 +87,14 @@ void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& wei
   const int dev = logits.device().index;
   DeviceGuard guard(dev);
   const cudaStream_t stream = current_stream(dev);
-  Tensor bad = make_tensor({1}, DType::Int64, logits.device());
-  fill(bad, M);
   dispatch_floating(logits.dtype(), "cross_entropy", [&]<typename T>() {
     using A = acc_t<T>;
     const RowPlan p = plan_rows(M, C, dev);
-    cross_entropy_kernel<T><<<p.grid, p.block, 0, stream>>>(
-        p.team, dptr<const T>(logits), dptr<const int64_t>(target), nn::opt_ptr<A>(weight), ignore_index,
-        A(label_smoothing), dptr<A>(loss), dptr<A>(lse), dptr<unsigned long long>(bad), M, C);
+    cross_entropy_kernel<T><<<p.grid, p.block, 0, stream>>>(p.team, dptr<const T>(logits), dptr<const int64_t>(target),
+                                                            nn::opt_ptr<A>(weight), ignore_index, A(label_smoothing),
+                                                            dptr<A>(loss), dptr<A>(lse), M, C);
     MT_CUDA_CHECK_LAUNCH();
   });
-  const int64_t row = read_int64(bad.raw_data(), stream);
-  if (row < M) {
-    const int64_t t = read_int64(dptr<const int64_t>(target) + row, stream);
-    MT_FAIL("cross_entropy", "target ", t, " at position ", row, " is out of bounds for ", C,
-            " classes (ignore_index is ", ignore_index, ")");
-  }
 }
 
 void cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target, const Tensor& weight,

@@ -35,6 +35,8 @@ void register_cuda_backend() {
                                          .pinned_host_allocator = cuda::pinned_allocator,
                                          .ranges = {.push = nvtx_push, .pop = nvtx_pop},
                                          .gpu_timer = cuda::gpu_timer(),
+                                         .sync_stream = cuda::sync_stream,
+                                         .check_index = cuda::check_index,
                                      });
 }
 

@@ -16,6 +16,7 @@
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "core/profiler.h"
+#include "cuda/cuda_api.h"
 
 namespace mantissa::data {
 
@@ -98,13 +99,15 @@ class DataLoader::Epoch {
     std::exception_ptr error;
   };
 
-  // The batch on options_.device, uploaded from pinned memory when asked (asynchronous:
-  // the consumer's kernels are queued behind the copy on the same stream).
+  // The batch on options_.device, uploaded from pinned memory when asked. Non-blocking: the
+  // DMA is queued on the device's current stream (the legacy default stream, which orders it
+  // before the consumer's kernels), and the staging block, freed when this function returns,
+  // is not reused before an event recorded on that (device, stream) has completed.
   Batch to_device(Batch batch) const {
     for (Tensor* t : {&batch.data, &batch.target}) {
       if (!t->defined() || t->device() == options_.device) continue;
       if (options_.pin_memory && t->device().is_cpu()) *t = t->pin_memory();
-      *t = t->to(options_.device);
+      *t = t->to(options_.device, /*non_blocking=*/true);
     }
     return batch;
   }
@@ -137,6 +140,9 @@ class DataLoader::Epoch {
 
   void run() {
     NoGradGuard no_grad;  // batches are inputs, never part of a graph
+    // This thread's CUDA work (page-locked allocations, uploads) belongs to the target GPU:
+    // without this it would create a context on GPU 0 on every rank.
+    if (options_.device.is_cuda()) cuda::set_device(options_.device.index);
 #ifdef _OPENMP
     // One OpenMP pool for the process: a second team on this thread would fight the
     // consumer's kernels for the same cores.

@@ -48,8 +48,10 @@ struct DataLoaderOptions {
   // batch_transform, on the worker thread. Its generator is seeded from (seed, epoch,
   // batch) alone, so a batch is augmented the same way on every run and after a resume.
   std::function<Batch(Batch, Generator&)> random_transform = {};
-  // Where batches are delivered. For a GPU the worker thread copies each batch there
-  // itself, so the upload overlaps the consumer's compute instead of stalling it.
+  // Where batches are delivered. For a GPU the worker thread (with that GPU current) queues
+  // each batch's upload itself, so loading, collating and pinning overlap the consumer's
+  // compute; the DMA itself runs on the device's legacy default stream, in order with the
+  // consumer's kernels (no copy/compute overlap on the device).
   Device device = Device::cpu();
   // With a GPU device: stage batches in page-locked memory (Tensor::pin_memory) so the
   // upload is an asynchronous DMA.

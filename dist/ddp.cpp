@@ -34,9 +34,11 @@ struct DistributedDataParallel::Bucket {
   Device device = Device::cpu();
   DType grad_dtype = DType::Float32;
   DType comm_dtype = DType::Float32;
-  bool gather_sum = false;  // 16-bit over an engine that cannot sum it: all-gather, add in fp32
+  bool gather_sum = false;  // 16-bit over MPI (no 16-bit sum): all-gather, add in fp32
+  bool wide_sum = false;    // 16-bit over NCCL: the rounded values all-reduced in fp32
   Tensor buffer;            // [numel] comm_dtype
   Tensor gathered;          // [world, numel] comm_dtype (gather_sum only)
+  Tensor wide;              // [numel] fp32 (wide_sum only)
   size_t pending = 0;       // gradients still to arrive in this backward pass
   bool launched = false;
   std::unique_ptr<dist::Work> work;
@@ -148,6 +150,9 @@ void DistributedDataParallel::build_buckets() {
       b->comm_dtype = comm_dtype;
       // MPI cannot sum 16-bit floats (it would widen to fp32 and lose the point of compressing).
       b->gather_sum = is_reduced_float(comm_dtype) && p.device().is_cpu();
+      // NCCL would add 16-bit buffers in 16 bits: sum the 16-bit values in fp32 instead, so
+      // both engines give "16-bit values, fp32 sum".
+      b->wide_sum = is_reduced_float(comm_dtype) && !p.device().is_cpu();
     }
     b->params.push_back(k);
     b->offsets.push_back(b->numel);
@@ -160,6 +165,7 @@ void DistributedDataParallel::build_buckets() {
     for (size_t j = 0; j < b.params.size(); ++j) slot_of_[b.params[j]] = {bi, j};
     b.buffer = zeros({b.numel}, {.dtype = b.comm_dtype, .device = b.device});
     if (b.gather_sum) b.gathered = zeros({world, b.numel}, {.dtype = b.comm_dtype, .device = b.device});
+    if (b.wide_sum) b.wide = zeros({b.numel}, {.dtype = DType::Float32, .device = b.device});
   }
 }
 
@@ -221,7 +227,11 @@ void DistributedDataParallel::launch(Bucket& b) {
   }
   stats_.pack_seconds += seconds_since(t0);
   dist::Communicator& comm = dist::communicator(b.device);
-  b.work = b.gather_sum ? comm.all_gather_async(b.buffer, b.gathered) : comm.all_reduce_async(b.buffer, ReduceOp::Sum);
+  if (b.wide_sum) backend_for(b.device).copy(b.buffer, b.wide);
+  if (b.gather_sum)
+    b.work = comm.all_gather_async(b.buffer, b.gathered);
+  else
+    b.work = comm.all_reduce_async(b.wide_sum ? b.wide : b.buffer, ReduceOp::Sum);
   b.launched = true;
   stats_.buckets += 1;
   stats_.bytes += double(b.buffer.nbytes());
@@ -245,7 +255,7 @@ void DistributedDataParallel::finish_backward() {
     }
     const auto t0 = Clock::now();
     // Average in the gradient's dtype (fp32 for 16-bit transport): no further 16-bit rounding.
-    Tensor sum = b.gather_sum ? b.gathered.to(DType::Float32).sum({0}) : b.buffer;
+    Tensor sum = b.gather_sum ? b.gathered.to(DType::Float32).sum({0}) : b.wide_sum ? b.wide : b.buffer;
     if (sum.dtype() != b.grad_dtype) sum = sum.to(b.grad_dtype);
     sum = sum * inv_world;
     const Tensor flag = sink ? sink->flag_for(b.device) : Tensor();

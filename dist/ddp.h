@@ -25,8 +25,10 @@
 // Mixed precision. Under GradScaler::backward the found-inf flag of every rank is
 // max-reduced after the buckets, so a step that overflows on one rank is skipped by all
 // and the loss scales stay identical. With comm_dtype fp16/bf16, gradients travel in 16
-// bits and are summed in fp32: NCCL sums the 16-bit buffers itself; over MPI (no 16-bit
-// sum) every rank all-gathers the 16-bit buckets and adds them in fp32 in rank order.
+// bits' precision and are summed in fp32: over NCCL the rounded values are all-reduced as
+// fp32 (NCCL would add 16-bit buffers in 16 bits; the wire then carries 4 bytes per value);
+// over MPI (no 16-bit sum) every rank all-gathers the 16-bit buckets and adds them in fp32 in
+// rank order.
 //
 // no_sync(): while the guard lives, backward only accumulates locally (gradient
 // accumulation); the first backward after it reduces the accumulated gradients.

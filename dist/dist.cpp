@@ -113,7 +113,7 @@ Communicator& communicator(Device device) {
   MT_CHECK(cuda::nccl::kAvailable, "dist::communicator", "tensors on ", device.str(),
            " need NCCL, and mantissa was built without it (CUDA backend with NCCL)");
   auto& slot = w.nccl[device.index];
-  if (!slot) slot = std::make_unique<NcclCommunicator>(*w.mpi, device.index);
+  if (!slot) slot = std::make_unique<NcclCommunicator>(*w.mpi, device.index, w.mpi->timeout_s());
   return *slot;
 }
 

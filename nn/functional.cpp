@@ -1,6 +1,7 @@
 // linear, embedding, dropout and flatten.
 #include "nn/functional.h"
 
+#include "core/index_check.h"
 #include "core/random.h"
 #include "nn/functional_detail.h"
 
@@ -65,7 +66,15 @@ Tensor linear(const Tensor& x0, const Tensor& w0, const Tensor& b0) {
       Tensor gx, gw, gb;
       if (need[0]) gx = matmul(g2, w).reshape(x.sizes());
       if (need[1]) gw = matmul(g2.t(), x.reshape({M, K}));
-      if (need[2]) gb = sum(g2, {0});
+      if (need[2]) {
+        // The bias gradient sums g2's columns. On a GPU a [1, M] x [M, N] GEMM does it in
+        // place of the transposing copy a reduction over dim 0 makes there (fp32
+        // accumulation, one rounding, as sum's); the CPU sums leading dims without a copy.
+        if (g2.device().is_cpu())
+          gb = sum(g2, {0});
+        else
+          gb = matmul(ones({1, g2.size(0)}, {.dtype = g2.dtype(), .device = g2.device()}), g2).reshape({N});
+      }
       return Grads{gx, gw, gb};
     });
   }
@@ -84,16 +93,9 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int6
     if (*padding_idx < 0) *padding_idx += num;
   }
   launch::check_same_device("embedding", {indices, weight});
-  Tensor idx = launch::cast(indices, DType::Int64).reshape({-1});
-  {
-    // Checked on the host (device indices are copied down once, as index_select does) so the
-    // error names this op and the position.
-    const Tensor host = idx.device().is_cpu() ? idx : launch::to_device(idx, Device::cpu());
-    const int64_t* p = host.data_ptr<int64_t>();
-    for (int64_t i = 0; i < host.numel(); ++i)
-      MT_CHECK(p[i] >= 0 && p[i] < num, "embedding", "index ", p[i], " at position ", i,
-               " is out of range for an embedding of ", num, " rows (weight ", weight.shape_str(), ")");
-  }
+  Tensor idx = launch::contiguous(launch::cast(indices, DType::Int64)).reshape({-1});
+  launch::check_index_range("embedding", "index", idx, num, nullptr,
+                            "an embedding of " + std::to_string(num) + " rows, weight " + weight.shape_str());
   Shape out_shape = indices.sizes();
   out_shape.push_back(dim);
   Tensor y;
@@ -103,13 +105,11 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int6
   }
   if (needs_grad({weight})) {
     record("embedding", {weight}, y, [idx, num, dim, padding_idx](const Tensor& g, auto&) {
-      Tensor g2 = g.reshape({-1, dim});
-      Tensor where_to = idx.reshape({-1, 1}).expand({idx.numel(), dim}).contiguous();
-      Tensor gw = scatter_add(zeros({num, dim}, {.dtype = g.dtype(), .device = g.device()}), 0, where_to, g2);
-      if (padding_idx) {
-        Tensor row = (arange(num).to(g.device()) == *padding_idx).reshape({num, 1});
-        gw = masked_fill(gw, row, 0);
-      }
+      // Rows summed per index by one deterministic kernel: the index is never expanded to
+      // [tokens, dim].
+      Tensor g2 = launch::contiguous(g.reshape({-1, dim}));
+      Tensor gw = make_tensor({num, dim}, g.dtype(), g.device());
+      kernel(g, "embedding", &NnKernels::embedding_backward)(g2, idx, gw, padding_idx ? *padding_idx : -1);
       return Grads{gw};
     });
   }

@@ -2,6 +2,7 @@
 // nll_loss and mse_loss (differentiable compositions), binary_cross_entropy_with_logits
 // (one op with an exact backward, also at logits of exactly 0). All run in fp32 under
 // autocast (declared below).
+#include "core/index_check.h"
 #include "nn/functional_detail.h"
 
 // Autocast categories of the ops defined here (core/autocast_policy.h).
@@ -92,8 +93,9 @@ Tensor cross_entropy(const Tensor& input0, const Tensor& target, const CrossEntr
   {
     NoGradGuard guard;
     logits = launch::contiguous(as_rows(x, C));
-    tgt = launch::cast(target, DType::Int64).reshape({-1});
+    tgt = launch::contiguous(launch::cast(target, DType::Int64)).reshape({-1});
   }
+  launch::check_index_range("cross_entropy", "target", tgt, C, &o.ignore_index, std::to_string(C) + " classes");
   const int64_t M = tgt.numel();
   Tensor loss = make_tensor({M}, A, x.device()), lse = make_tensor({M}, A, x.device());
   kernel(x, "cross_entropy", &NnKernels::cross_entropy)(logits, tgt, wA, o.ignore_index, o.label_smoothing, loss, lse);
@@ -151,14 +153,8 @@ Tensor nll_loss(const Tensor& input0, const Tensor& target, const NllLossOptions
   Tensor x = x0.dim() == 1 ? x0.unsqueeze(0) : x0;
   Tensor t = launch::cast(target, DType::Int64);
   if (x0.dim() == 1) t = t.reshape({1});
-  {
-    // Checked on the host (a device target is copied down once; gather below would copy it again).
-    const Tensor host = t.device().is_cpu() ? t : launch::to_device(t, Device::cpu());
-    const int64_t* p = host.data_ptr<int64_t>();
-    for (int64_t i = 0; i < host.numel(); ++i)
-      MT_CHECK(p[i] == o.ignore_index || (p[i] >= 0 && p[i] < C), "nll_loss", "target ", p[i], " at position ", i,
-               " is out of bounds for ", C, " classes (ignore_index is ", o.ignore_index, ")");
-  }
+  launch::check_index_range("nll_loss", "target", launch::contiguous(t), C, &o.ignore_index,
+                            std::to_string(C) + " classes");
   // -w[t] * input[t] at each position, 0 where t is ignored; a mean divides by the summed w[t].
   Tensor valid = t != o.ignore_index;
   Tensor safe = where(valid, t, zeros_like(t));
