@@ -16,7 +16,8 @@ namespace mantissa::cpu {
 
 namespace {
 
-constexpr int64_t kCols = 128;  // columns per task when softmax runs along a non-last dim
+constexpr int64_t kCols = 128;        // columns per task when softmax runs along a non-last dim
+constexpr int64_t kRowBuffer = 4096;  // rows up to this long keep their exps on the stack (16 KiB)
 
 struct SoftmaxDims {
   int64_t outer = 0, n = 0, inner = 1;
@@ -65,6 +66,20 @@ void softmax_row(const T* p, O* q, int64_t n, bool log) {
       const Acc inv = Acc(1) / sum;
 #pragma omp simd
       for (int64_t i = 0; i < n; ++i) q[i] *= inv;
+      return;
+    }
+  }
+  if constexpr (std::is_same_v<Acc, float>) {
+    if (!log && n <= kRowBuffer) {  // a narrow output: the exps in an fp32 buffer, one exp per element
+      alignas(64) float e[kRowBuffer];
+#pragma omp simd reduction(+ : sum)
+      for (int64_t i = 0; i < n; ++i) {
+        e[i] = math::exp_acc(load_acc<Acc>(p, i) - mx);
+        sum += e[i];
+      }
+      const float inv = 1.0f / sum;
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) store_acc(q, i, e[i] * inv);
       return;
     }
   }
@@ -122,8 +137,7 @@ void softmax_backward_row(const Y* y, const Y* g, G* gx, int64_t n, bool log) {
 #pragma omp simd reduction(+ : s)
     for (int64_t i = 0; i < n; ++i) s += load_acc<Acc>(g, i);
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i)
-      store_acc(gx, i, Acc(load_acc<Acc>(g, i) - math::exp_acc(load_acc<Acc>(y, i)) * s));
+    for (int64_t i = 0; i < n; ++i) store_acc(gx, i, Acc(load_acc<Acc>(g, i) - math::exp_acc(load_acc<Acc>(y, i)) * s));
   } else {
 #pragma omp simd reduction(+ : s)
     for (int64_t i = 0; i < n; ++i) s += load_acc<Acc>(g, i) * load_acc<Acc>(y, i);
