@@ -25,8 +25,7 @@ std::vector<double> reference_softmax(const std::vector<double>& x, const mt::Sh
       double mx = -INFINITY, sum = 0;
       for (int64_t j = 0; j < n; ++j) mx = std::max(mx, x[at(j)]);
       for (int64_t j = 0; j < n; ++j) sum += std::exp(x[at(j)] - mx);
-      for (int64_t j = 0; j < n; ++j)
-        y[at(j)] = log ? (x[at(j)] - mx) - std::log(sum) : std::exp(x[at(j)] - mx) / sum;
+      for (int64_t j = 0; j < n; ++j) y[at(j)] = log ? (x[at(j)] - mx) - std::log(sum) : std::exp(x[at(j)] - mx) / sum;
     }
   return y;
 }
@@ -34,7 +33,8 @@ std::vector<double> reference_softmax(const std::vector<double>& x, const mt::Sh
 void expect_near_all(const Tensor& got, const std::vector<double>& want, double tol, const std::string& what) {
   const std::vector<double> g = got.to(mt::kFloat64).to_vector<double>();
   ASSERT_EQ(g.size(), want.size()) << what;
-  for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(g[i], want[i], tol * (1 + std::fabs(want[i]))) << what << " at " << i;
+  for (size_t i = 0; i < g.size(); ++i)
+    ASSERT_NEAR(g[i], want[i], tol * (1 + std::fabs(want[i]))) << what << " at " << i;
 }
 
 }  // namespace
@@ -50,8 +50,8 @@ TEST(SoftmaxKernels, EveryDimMatchesFloat64Loops) {
         const std::string what = std::string(log ? "log_softmax" : "softmax") + " dim " + std::to_string(d);
         const std::vector<double> want = reference_softmax(xd, s, d, log);
         expect_near_all(log ? mt::log_softmax(x, d) : mt::softmax(x, d), want, 2e-6, what + " fp32");
-        expect_near_all(log ? mt::log_softmax(x.to(mt::kFloat64), d) : mt::softmax(x.to(mt::kFloat64), d), want,
-                        1e-12, what + " fp64");
+        expect_near_all(log ? mt::log_softmax(x.to(mt::kFloat64), d) : mt::softmax(x.to(mt::kFloat64), d), want, 1e-12,
+                        what + " fp64");
         // bf16 in, bf16 out: one rounding of the fp32 result (the input is exactly its bf16 value).
         Tensor xb = x.to(mt::kBFloat16);
         const std::vector<double> wantb = reference_softmax(xb.to(mt::kFloat64).to_vector<double>(), s, d, log);
@@ -84,7 +84,8 @@ TEST(SoftmaxKernels, BackwardGradcheckEveryDim) {
       const bool ok = mt::autograd::gradcheck(
           [=](const std::vector<Tensor>& in) {
             Tensor y = log ? mt::log_softmax(in[0], d) : mt::softmax(in[0], d);
-            return y * mt::sin(mt::arange(0, 60, 1, {.dtype = mt::kFloat64}).reshape({3, 4, 5}));  // a non-uniform upstream
+            return y *
+                   mt::sin(mt::arange(0, 60, 1, {.dtype = mt::kFloat64}).reshape({3, 4, 5}));  // a non-uniform upstream
           },
           {x}, {}, &why);
       EXPECT_TRUE(ok) << (log ? "log_softmax" : "softmax") << " dim " << d << ": " << why;
