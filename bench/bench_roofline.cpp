@@ -105,12 +105,13 @@ std::vector<std::pair<std::string, Make>> ops() {
       return Prepared{[x, sm] { keep(sm(x, 1)); }, 2 * double(x.numel()) * esize(dt)};
     });
     add(s + "_last_fwdbwd", [sm](int64_t n, mt::DType dt) {  // fwd: x, y; bwd: y, g, gx
-      return fwd_bwd(input({n / kRow, kRow}, dt, true), [sm](const Tensor& x) { return sm(x, 1); },
-                     5 * n * esize(dt));
+      return fwd_bwd(
+          input({n / kRow, kRow}, dt, true), [sm](const Tensor& x) { return sm(x, 1); }, 5 * n * esize(dt));
     });
     add(s + "_mid_fwdbwd", [sm](int64_t n, mt::DType dt) {
       Tensor x = input({std::max<int64_t>(1, n / (kRow * kRow)), kRow, kRow}, dt, true);
-      return fwd_bwd(x, [sm](const Tensor& t) { return sm(t, 1); }, 5 * double(x.numel()) * esize(dt));
+      return fwd_bwd(
+          x, [sm](const Tensor& t) { return sm(t, 1); }, 5 * double(x.numel()) * esize(dt));
     });
   }
   // Autocast's pattern: a bf16 score tensor into the fp32 softmax (reads bf16, writes fp32).
@@ -141,15 +142,17 @@ std::vector<std::pair<std::string, Make>> ops() {
   });
   add("layer_norm_fwdbwd", [](int64_t n, mt::DType dt) {  // fwd: x, y; bwd: g, x, gx
     Tensor w = mt::ones({kNormRow}), b = mt::zeros({kNormRow});
-    return fwd_bwd(input({n / kNormRow, kNormRow}, dt, true),
-                   [w, b](const Tensor& x) { return F::layer_norm(x, {kNormRow}, w, b); }, 5 * n * esize(dt));
+    return fwd_bwd(
+        input({n / kNormRow, kNormRow}, dt, true),
+        [w, b](const Tensor& x) { return F::layer_norm(x, {kNormRow}, w, b); }, 5 * n * esize(dt));
   });
   add("gelu_fwd", [](int64_t n, mt::DType dt) {
     Tensor x = input({n}, dt);
     return Prepared{[x] { keep(mt::gelu(x)); }, 2 * n * esize(dt)};
   });
   add("gelu_fwdbwd", [](int64_t n, mt::DType dt) {
-    return fwd_bwd(input({n}, dt, true), [](const Tensor& x) { return mt::gelu(x); }, 5 * n * esize(dt));
+    return fwd_bwd(
+        input({n}, dt, true), [](const Tensor& x) { return mt::gelu(x); }, 5 * n * esize(dt));
   });
   add("dropout", [](int64_t n, mt::DType dt) {
     Tensor x = input({n}, dt);
@@ -163,8 +166,8 @@ std::vector<std::pair<std::string, Make>> ops() {
   add("embedding_fwdbwd", [](int64_t n, mt::DType dt) {  // fwd: rows, out; bwd: g, table rows read + written
     const int64_t D = kRow;
     Tensor idx = mt::randint(0, 4096, {n / D});
-    return fwd_bwd(input({4096, D}, dt, true), [idx](const Tensor& w) { return F::embedding(idx, w); },
-                   5 * n * esize(dt));
+    return fwd_bwd(
+        input({4096, D}, dt, true), [idx](const Tensor& w) { return F::embedding(idx, w); }, 5 * n * esize(dt));
   });
   add("transpose_copy", [](int64_t n, mt::DType dt) {
     Tensor x = input({n / kNormRow, kNormRow}, dt);
@@ -207,8 +210,8 @@ void op_bench(benchmark::State& state, const Make& make, int64_t numel, mt::DTyp
     p.run();
     benchmark::ClobberMemory();
   }
-  state.counters["GBps"] =
-      benchmark::Counter(p.bytes * double(state.iterations()), benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+  state.counters["GBps"] = benchmark::Counter(p.bytes * double(state.iterations()), benchmark::Counter::kIsRate,
+                                              benchmark::Counter::kIs1000);
 }
 
 std::string size_name(int64_t n) {
@@ -268,7 +271,8 @@ int main(int argc, char** argv) {
   for (int threads : {1, 2})
     for (int64_t n : sizes) {
       for (double es : {4.0, 2.0}) {
-        const std::string name = "memcpy/e" + std::to_string(int(es)) + "/" + size_name(n) + "/t" + std::to_string(threads);
+        const std::string name =
+            "memcpy/e" + std::to_string(int(es)) + "/" + size_name(n) + "/t" + std::to_string(threads);
         benchmark::RegisterBenchmark(name.c_str(), memcpy_bench, es * double(n), threads)->UseRealTime();
       }
       // The contenders alternate: each op's fp32 and bf16 rows next to each other.
