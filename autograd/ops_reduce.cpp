@@ -3,6 +3,8 @@
 
 #include "autograd/autocast.h"
 #include "autograd/op_helpers.h"
+#include "core/nn_kernels.h"
+#include "core/profiler.h"
 
 // Autocast categories of the ops defined here (core/autocast_policy.h).
 MT_DECLARE_CAST_POLICY(softmax, Fp32);
@@ -30,23 +32,6 @@ int64_t count_of(const Shape& sizes, const std::vector<int64_t>& dims) {
   int64_t n = 1;
   for (int64_t d : dims) n *= sizes[d];
   return n;
-}
-
-// Puts a [kept..., n] row-major result back into the layout of x (dim moved back).
-Tensor restore_dim(const Tensor& rows, const Tensor& x, int64_t dim) {
-  Shape moved = x.sizes();
-  moved.erase(moved.begin() + dim);
-  moved.push_back(x.size(dim));
-  Tensor r = make_view(rows, moved, contiguous_strides(moved), rows.offset());
-  if (dim == x.dim() - 1) return r;
-  Shape perm;
-  for (int64_t d = 0; d < x.dim(); ++d) perm.push_back(d < dim ? d : (d == dim ? x.dim() - 1 : d - 1));
-  Shape sizes, strides;
-  for (int64_t p : perm) {
-    sizes.push_back(r.size(p));
-    strides.push_back(r.stride(p));
-  }
-  return launch::contiguous(make_view(r, sizes, strides, r.offset()));
 }
 
 }  // namespace
@@ -243,23 +228,51 @@ Tensor logsumexp(const Tensor& x0, const Shape& dims_in, bool keepdim) {
 }
 
 namespace {
+// x viewed as [outer, n, inner] around dim (x contiguous).
+Tensor softmax_view(const Tensor& x, int64_t dim) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
+  for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
+  const int64_t n = x.size(dim);
+  return make_view(x, {outer, n, inner}, {n * inner, inner, 1}, x.offset());
+}
+
 Tensor softmax_impl(const amp::OpPolicy& policy, const Tensor& x0, int64_t dim_in, bool log) {
   const char* name = policy.name();
-  Tensor x = amp::autocast_one(policy, x0);
-  MT_CHECK(is_floating(x.dtype()), name, "expected a floating-point input, got ", dtype_name(x.dtype()));
-  int64_t dim = wrap_dim(dim_in, x.dim(), name);
+  MT_CHECK(is_floating(x0.dtype()), name, "expected a floating-point input, got ", dtype_name(x0.dtype()));
+  // Autocast's fp32 policy without the cast: the kernel reads a bf16/fp16 input as is and writes
+  // fp32, so no fp32 copy of the input is materialised (the backward writes the input's dtype).
+  Tensor x = x0;
+  DType out_t = x0.dtype();
+  if (amp::is_autocast_enabled() && is_reduced_float(x0.dtype()) && amp::autocast_applies(x0.device().type) &&
+      policy.policy() == amp::CastPolicy::Fp32) {
+    out_t = DType::Float32;
+    amp::note_policy_lookup(name);
+    if (profiler::enabled()) profiler::note("autocast", name, double(amp::CastPolicy::Fp32));  // the AMP report
+  } else {
+    x = amp::autocast_one(policy, x0);
+  }
+  const int64_t dim = wrap_dim(dim_in, x.dim(), name);
   if (x.dim() == 0) x = x.reshape({1});
-  Shape kept;
-  Tensor rows = launch::move_dims_last(x, {dim}, kept);
-  Tensor out = make_tensor(rows.sizes(), x.dtype(), x.device());
-  backend_for(x.device()).softmax(rows, out, log);
-  Tensor y = restore_dim(out, x, dim);
+  Tensor xc = launch::contiguous(x);
+  Tensor y = make_tensor(x.sizes(), out_t, x.device());
+  backend_for(x.device()).softmax(softmax_view(xc, dim), softmax_view(y, dim), log);
   if (x0.dim() == 0) y = y.reshape({});
   if (needs_grad({x})) {
-    record(name, {x}, y, [sy = SavedTensor(y, true), dim, log](const Tensor& g, auto&) {
+    record(name, {x}, y, [sy = SavedTensor(y, true), dim, log, name, in_t = x.dtype()](const Tensor& g0, auto&) {
       Tensor y = sy.unpack();
-      if (log) return Grads{g - exp(y) * sum(g, {dim}, true)};
-      return Grads{y * (g - sum(g * y, {dim}, true))};
+      if (y.dim() == 0) y = y.reshape({1});
+      Tensor g = g0.reshape(y.sizes());
+      if (GradMode::is_enabled()) {  // a graph of the backward: the composite formula
+        Tensor gx = log ? g - exp(y) * sum(g, {dim}, true) : y * (g - sum(g * y, {dim}, true));
+        return Grads{gx.to(in_t).reshape(g0.sizes())};
+      }
+      // One pass per row (core/nn_kernels.h): gx in the input's dtype.
+      Tensor gc = launch::contiguous(g.dtype() == y.dtype() ? g : g.to(y.dtype()));
+      Tensor gx = make_tensor(y.sizes(), in_t, y.device());
+      nn_kernels_for(y.device(), name)
+          .softmax_backward(softmax_view(y, dim), softmax_view(gc, dim), softmax_view(gx, dim), log);
+      return Grads{gx.reshape(g0.sizes())};
     });
   }
   return y;

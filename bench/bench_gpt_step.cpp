@@ -4,8 +4,21 @@
 // tools/bench_gpt_step.sh runs it next to the same step in PyTorch 1.13.
 //   cmake --build build --target bench_gpt_step
 //   build/bench/bench_gpt_step --benchmark_repetitions=5 --benchmark_report_aggregates_only
+// With --scaling (d_model 128/256 x context 128/256) or --scaling-full (128/256/512 x 128/256/512)
+// it also registers the same step at every size, 4 layers, heads = d_model / 32, batch 4096 /
+// context (4096 tokens a step), as nn::GPT (fused attention: scale_fused_*) and as a GPT whose
+// attention a user writes from primitives, matmul + masked_fill + softmax + matmul
+// (scale_user_*; tools/torch_gpt.py builds the same model in PyTorch), fp32 and bf16, and the
+// 2048^3 GEMM rate of each dtype (gemm_fp32, gemm_bf16) for the MFU column of
+// tools/compare_pytorch.py --scaling.
 #include <benchmark/benchmark.h>
 #include <mantissa.h>
+
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <string>
+#include <vector>
 
 #include "ratio_reporter.h"
 
@@ -40,6 +53,124 @@ void gpt_step(benchmark::State& state, std::optional<mt::DType> amp) {
       benchmark::Counter(double(kBatch * kContext) * double(state.iterations()), benchmark::Counter::kIsRate);
 }
 
+// ---------------------------------------------------------------- scaling
+
+// A pre-LayerNorm block as a user writes it: attention from matmul, masked_fill and softmax.
+struct UserBlock : mt::nn::Module {
+  int64_t heads;
+  mt::nn::LayerNorm ln_1, ln_2;
+  mt::nn::Linear qkv, proj, fc, fc2;
+  UserBlock(int64_t d, int64_t h) : heads(h), ln_1(d), ln_2(d), qkv(d, 3 * d), proj(d, d), fc(d, 4 * d), fc2(4 * d, d) {
+    register_module("ln_1", ln_1);
+    register_module("ln_2", ln_2);
+    register_module("qkv", qkv);
+    register_module("proj", proj);
+    register_module("fc", fc);
+    register_module("fc2", fc2);
+  }
+  // x [N, T, D]; mask: bool [T, T], true above the diagonal (the future).
+  mt::Tensor forward(const mt::Tensor& x, const mt::Tensor& mask) {
+    const int64_t N = x.size(0), T = x.size(1), D = x.size(2), E = D / heads;
+    mt::Tensor qkv3 = qkv(ln_1(x)).reshape({N, T, 3, heads, E}).permute({2, 0, 3, 1, 4});
+    mt::Tensor q = qkv3.select(0, 0), k = qkv3.select(0, 1), v = qkv3.select(0, 2);
+    mt::Tensor s = mt::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(E)));
+    mt::Tensor p = mt::softmax(mt::masked_fill(s, mask, -INFINITY), -1);
+    mt::Tensor y = mt::matmul(p, v).transpose(1, 2).reshape({N, T, D});
+    mt::Tensor h = x + proj(y);
+    return h + fc2(mt::gelu(fc(ln_2(h)), "tanh"));
+  }
+  mt::Tensor forward(const mt::Tensor& x) override { return x; }  // unused: the mask is needed
+};
+
+// Token + position embeddings, the user's blocks, a final LayerNorm, the tied head.
+struct UserGPT : mt::nn::Module {
+  mt::nn::Embedding tok_emb, pos_emb;
+  std::deque<UserBlock> blocks;
+  mt::nn::LayerNorm ln_f;
+  mt::Tensor mask;
+  UserGPT(int64_t vocab, int64_t context, int64_t layers, int64_t heads, int64_t d)
+      : tok_emb(vocab, d), pos_emb(context, d), ln_f(d) {
+    register_module("tok_emb", tok_emb);
+    register_module("pos_emb", pos_emb);
+    for (int64_t i = 0; i < layers; ++i) register_module("h" + std::to_string(i), blocks.emplace_back(d, heads));
+    register_module("ln_f", ln_f);
+    mask = mt::triu(mt::ones({context, context}), 1).to(mt::kBool);
+    for (auto& [name, t] : named_parameters())
+      if (t.dim() >= 2) {
+        mt::NoGradGuard ng;
+        t.copy_(mt::randn(t.sizes()) * 0.02);
+      }
+  }
+  mt::Tensor forward(const mt::Tensor& tokens) override {
+    const int64_t T = tokens.size(1);
+    mt::Tensor h = tok_emb(tokens) + pos_emb(mt::arange(T));
+    for (auto& b : blocks) h = b.forward(h, mask);
+    return mt::nn::functional::linear(ln_f(h), tok_emb.weight);
+  }
+};
+
+// One AdamW step of `net` (fp32 master weights) at batch N x T, as gpt_step.
+template <typename Net>
+void scaled_step(benchmark::State& state, Net& net, int64_t T, std::optional<mt::DType> amp) {
+  const int64_t N = 4096 / T;
+  mt::optim::AdamW opt(mt::optim::weight_decay_groups(net.named_parameters(), 0.1), {.lr = 1e-3, .betas = {0.9, 0.99}});
+  mt::Tensor x = mt::randint(0, kVocab, {N, T}), y = mt::randint(0, kVocab, {N, T});
+  for (auto _ : state) {
+    mt::Tensor loss;
+    {
+      mt::amp::Autocast ac(amp.value_or(mt::kBFloat16), amp.has_value());
+      loss = F::cross_entropy(net(x).reshape({-1, kVocab}), y.reshape({-1}));
+    }
+    opt.zero_grad();
+    loss.backward();
+    mt::optim::clip_grad_norm_(net.parameters(), 1.0);
+    opt.step();
+    benchmark::DoNotOptimize(loss.item<float>());
+  }
+  state.counters["tokens"] =
+      benchmark::Counter(double(N * T) * double(state.iterations()), benchmark::Counter::kIsRate);
+}
+
+void scale_bench(benchmark::State& state, bool user, int64_t d, int64_t T, std::optional<mt::DType> amp) {
+  mt::manual_seed(7);
+  if (user) {
+    UserGPT net(kVocab, T, 4, d / 32, d);
+    scaled_step(state, net, T, amp);
+  } else {
+    mt::nn::GPT net({.vocab_size = kVocab, .context = T, .n_layer = 4, .n_head = d / 32, .d_model = d});
+    scaled_step(state, net, T, amp);
+  }
+}
+
+// The GEMM ceiling of a dtype: C [2048, 2048] = A B in that dtype (fp32 accumulation).
+void gemm_bench(benchmark::State& state, mt::DType dt) {
+  const int64_t n = 2048;
+  mt::Tensor a = mt::randn({n, n}).to(dt), b = mt::randn({n, n}).to(dt);
+  for (auto _ : state) benchmark::DoNotOptimize(mt::matmul(a, b).raw_data());
+  state.counters["FLOPS"] = benchmark::Counter(2.0 * double(n * n * n) * double(state.iterations()),
+                                               benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
+void register_scaling(bool full) {
+  const std::vector<int64_t> sizes = full ? std::vector<int64_t>{128, 256, 512} : std::vector<int64_t>{128, 256};
+  for (const char* prec : {"fp32", "bf16"}) {
+    const mt::DType dt = std::strcmp(prec, "fp32") == 0 ? mt::kFloat32 : mt::kBFloat16;
+    benchmark::RegisterBenchmark((std::string("gemm_") + prec).c_str(), gemm_bench, dt)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    const std::optional<mt::DType> amp = dt == mt::kFloat32 ? std::nullopt : std::optional<mt::DType>(dt);
+    for (int64_t d : sizes)
+      for (int64_t T : sizes)
+        for (bool user : {false, true}) {
+          const std::string name = std::string("scale_") + (user ? "user_" : "fused_") + prec + "/d" +
+                                   std::to_string(d) + "/T" + std::to_string(T);
+          benchmark::RegisterBenchmark(name.c_str(), scale_bench, user, d, T, amp)
+              ->Unit(benchmark::kMillisecond)
+              ->UseRealTime();
+        }
+  }
+}
+
 void gpt_fp32(benchmark::State& s) { gpt_step(s, std::nullopt); }
 void gpt_fp16(benchmark::State& s) { gpt_step(s, mt::kHalf); }
 void gpt_bf16(benchmark::State& s) { gpt_step(s, mt::kBFloat16); }
@@ -51,6 +182,15 @@ BENCHMARK(gpt_bf16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--scaling") == 0 || std::strcmp(argv[i], "--scaling-full") == 0)
+      register_scaling(std::strcmp(argv[i], "--scaling-full") == 0);
+    else
+      args.push_back(argv[i]);
+  }
+  argc = int(args.size());
+  argv = args.data();
   using Pair = mantissa_bench::RatioReporter::Pair;
   std::vector<Pair> pairs;
   for (const char* amp : {"fp16", "bf16"})

@@ -1,7 +1,8 @@
 // Fused log-softmax + NLL (cross-entropy) on the GPU. Forward: a warp per row of up to 256
-// classes, a block per longer row (max, then sum of exp, then the loss terms); backward: one
-// thread per logit, recomputing softmax from the saved logsumexp. exp is math::exp_acc and the
-// loss and gradient formulas come from core/nn_math.h, as on the CPU.
+// classes, a block per longer row (max, then sum of exp, then the loss terms); backward: the
+// same teams, recomputing each row's max and log(sum) (log-probabilities are (x - max) - log(sum);
+// the saved logsumexp max + log(sum) loses log(sum) for huge logits). exp is math::exp_acc and
+// the loss and gradient formulas come from core/nn_math.h, as on the CPU.
 //
 // Invalid targets: the op range-checks them first (launch::check_index_range, reported
 // through the sticky device error at the next host read, core/index_check.h); the kernels
@@ -32,19 +33,19 @@ __global__ void cross_entropy_kernel(Rows R, const T* x, const int64_t* target, 
     mx = math::softmax_shift(R.max(mx));
     A se = 0;
     for (int64_t c = R.lane(); c < C; c += R.width()) se += math::exp_acc(cast_to<A>(xr[c]) - mx);
-    const A z = mx + std::log(R.sum(se));
+    const A ls = std::log(R.sum(se));
     const int64_t t = target[r];  // uniform across the team, so the branches below are too
-    if (R.lane() == 0) lse[r] = z;
+    if (R.lane() == 0) lse[r] = mx + ls;
     if (t == ignore_index || t < 0 || t >= C) {
       if (R.lane() == 0) loss[r] = 0;
       continue;
     }
     A smooth = 0;
     if (s > A(0)) {
-      for (int64_t c = R.lane(); c < C; c += R.width()) smooth += (w ? w[c] : A(1)) * (z - cast_to<A>(xr[c]));
+      for (int64_t c = R.lane(); c < C; c += R.width()) smooth += (w ? w[c] : A(1)) * (ls - (cast_to<A>(xr[c]) - mx));
       smooth = R.sum(smooth);
     }
-    if (R.lane() == 0) loss[r] = math::cross_entropy_loss(z, cast_to<A>(xr[t]), w ? w[t] : A(1), s, A(C), smooth);
+    if (R.lane() == 0) loss[r] = math::cross_entropy_loss(ls, cast_to<A>(xr[t]) - mx, w ? w[t] : A(1), s, A(C), smooth);
   }
 }
 
@@ -57,24 +58,38 @@ __global__ void weight_sum_kernel(const A* w, A* out, int64_t C) {
   if (threadIdx.x == 0) *out = s;
 }
 
-// grad, lse: acc [M]; logits, glogits: [M, C]; target: int64 [M]; w: acc [C] or null;
-// wsum: acc [1] (sum of w) or null (then C).
-// glogits[r, c] = grad[r] * math::cross_entropy_grad(exp(logits[r, c] - lse[r]), ...), 0 in ignored rows.
+// grad: acc [M]; logits, glogits: [M, C]; target: int64 [M]; w: acc [C] or null;
+// wsum: acc [1] (sum of w) or null (then C). One team per row, as the forward:
+// glogits[r, c] = grad[r] * math::cross_entropy_grad(exp((x - max) - log(sum)), ...), 0 in ignored rows.
 template <typename T>
-__global__ void cross_entropy_backward_kernel(const acc_t<T>* grad, const T* x, const int64_t* target,
-                                              const acc_t<T>* w, const acc_t<T>* wsum, const acc_t<T>* lse,
-                                              int64_t ignore_index, acc_t<T> s, T* gx, int64_t M, int64_t C) {
+__global__ void cross_entropy_backward_kernel(Rows R, const acc_t<T>* grad, const T* x, const int64_t* target,
+                                              const acc_t<T>* w, const acc_t<T>* wsum, int64_t ignore_index, acc_t<T> s,
+                                              T* gx, int64_t M, int64_t C) {
   using A = acc_t<T>;
-  MT_GRID_LOOP(i, M * C) {
-    const int64_t r = i / C, c = i - r * C, t = target[r];
+  for (int64_t r = R.first(); r < M; r += R.step()) {
+    const T* xr = x + r * C;
+    T* gr = gx + r * C;
+    const int64_t t = target[r];                 // uniform across the team
     if (t == ignore_index || t < 0 || t >= C) {  // out-of-range targets were rejected by the forward
-      gx[i] = cast_to<T>(0.0f);
+      for (int64_t c = R.lane(); c < C; c += R.width()) gr[c] = cast_to<T>(0.0f);
       continue;
     }
+    A mx = -A(INFINITY);
+    for (int64_t c = R.lane(); c < C; c += R.width()) {
+      const A v = cast_to<A>(xr[c]);
+      mx = mx < v ? v : mx;
+    }
+    mx = math::softmax_shift(R.max(mx));
+    A se = 0;
+    for (int64_t c = R.lane(); c < C; c += R.width()) se += math::exp_acc(cast_to<A>(xr[c]) - mx);
+    const A ls = std::log(R.sum(se));
     const math::CrossEntropyGradCoefs<A> k =
         math::cross_entropy_grad_coefs(w ? w[t] : A(1), s, A(C), wsum ? *wsum : A(C));
-    const A p = math::exp_acc(cast_to<A>(x[i]) - lse[r]);
-    gx[i] = cast_to<T>(grad[r] * math::cross_entropy_grad(p, c == t, k.a, k.target_term, k.smooth * (w ? w[c] : A(1))));
+    const A g = grad[r];
+    for (int64_t c = R.lane(); c < C; c += R.width()) {
+      const A p = math::exp_acc((cast_to<A>(xr[c]) - mx) - ls);
+      gr[c] = cast_to<T>(g * math::cross_entropy_grad(p, c == t, k.a, k.target_term, k.smooth * (w ? w[c] : A(1))));
+    }
   }
 }
 
@@ -98,7 +113,8 @@ void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& wei
 }
 
 void cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target, const Tensor& weight,
-                            const Tensor& lse, int64_t ignore_index, double label_smoothing, const Tensor& glogits) {
+                            const Tensor& /*lse*/, int64_t ignore_index, double label_smoothing,
+                            const Tensor& glogits) {
   const int64_t C = logits.size(-1), M = target.numel();
   if (M * C == 0) return;
   const int dev = logits.device().index;
@@ -112,9 +128,10 @@ void cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tens
       weight_sum_kernel<A><<<1, 512, 0, stream>>>(dptr<const A>(weight), dptr<A>(wsum), C);
       MT_CUDA_CHECK_LAUNCH();
     }
-    cross_entropy_backward_kernel<T><<<grid_for(M * C, dev), kBlock, 0, stream>>>(
-        dptr<const A>(grad), dptr<const T>(logits), dptr<const int64_t>(target), nn::opt_ptr<A>(weight),
-        nn::opt_ptr<A>(wsum), dptr<const A>(lse), ignore_index, A(label_smoothing), dptr<T>(glogits), M, C);
+    const RowPlan p = plan_rows(M, C, dev);
+    cross_entropy_backward_kernel<T><<<p.grid, p.block, 0, stream>>>(
+        p.team, dptr<const A>(grad), dptr<const T>(logits), dptr<const int64_t>(target), nn::opt_ptr<A>(weight),
+        nn::opt_ptr<A>(wsum), ignore_index, A(label_smoothing), dptr<T>(glogits), M, C);
     MT_CUDA_CHECK_LAUNCH();
   });
 }

@@ -11,6 +11,7 @@
 
 #include "cuda/kernels.h"
 #include "cuda/loops.cuh"
+#include "cuda/nn_kernels.h"
 #include "cuda/rows.cuh"
 
 namespace mantissa::cuda {
@@ -183,7 +184,8 @@ __global__ void var_mean_kernel(Rows R, const T* x, T* var, T* mean, int64_t row
   }
 }
 
-// in, out: [rows, n] contiguous. out = softmax(in) or log_softmax(in) along n, in Acc.
+// in, out: [rows, n] contiguous. out = softmax(in) or log_softmax(in) along n, in Acc;
+// log_softmax is (x - max) - log(sum), which keeps log(sum) for huge logits.
 template <typename T, typename O, typename Acc>
 __global__ void softmax_kernel(Rows R, const T* x, O* y, int64_t rows, int64_t n, bool log) {
   for (int64_t r = R.first(); r < rows; r += R.step()) {
@@ -200,13 +202,86 @@ __global__ void softmax_kernel(Rows R, const T* x, O* y, int64_t rows, int64_t n
     for (int64_t i = R.lane(); i < n; i += R.width()) sum += std::exp(cast_to<Acc>(p[i]) - mx);
     sum = R.allreduce(SumOp<Acc>{}, sum);
     if (log) {
-      const Acc lse = mx + std::log(sum);
-      for (int64_t i = R.lane(); i < n; i += R.width()) q[i] = cast_to<O>(cast_to<Acc>(p[i]) - lse);
+      const Acc ls = std::log(sum);
+      for (int64_t i = R.lane(); i < n; i += R.width()) q[i] = cast_to<O>((cast_to<Acc>(p[i]) - mx) - ls);
     } else {
       const Acc inv = Acc(1) / sum;
       for (int64_t i = R.lane(); i < n; i += R.width()) q[i] = cast_to<O>(std::exp(cast_to<Acc>(p[i]) - mx) * inv);
     }
   }
+}
+
+// in, out: [outer, n, inner] contiguous, inner > 1: one thread per (outer, inner) column, the
+// same formulas down n (adjacent threads read adjacent columns).
+template <typename T, typename O, typename Acc>
+__global__ void softmax_columns_kernel(const T* x, O* y, int64_t outer, int64_t n, int64_t inner, bool log) {
+  for (int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; col < outer * inner;
+       col += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t o = col / inner, c = col - o * inner;
+    const T* p = x + o * n * inner + c;
+    O* q = y + o * n * inner + c;
+    Acc mx = Acc(-INFINITY);
+    for (int64_t j = 0; j < n; ++j) {
+      const Acc v = cast_to<Acc>(p[j * inner]);
+      mx = mx < v ? v : mx;
+    }
+    if (mx == Acc(-INFINITY)) mx = 0;
+    Acc sum = 0;
+    for (int64_t j = 0; j < n; ++j) sum += std::exp(cast_to<Acc>(p[j * inner]) - mx);
+    const Acc k = log ? Acc(std::log(sum)) : Acc(1) / sum;
+    for (int64_t j = 0; j < n; ++j) {
+      const Acc v = cast_to<Acc>(p[j * inner]) - mx;
+      q[j * inner] = cast_to<O>(log ? v - k : std::exp(v) * k);
+    }
+  }
+}
+
+// y, g: [rows, n] (Y); gx: [rows, n] (G). softmax: gx = y * (g - sum(g * y)); log: gx = g - exp(y) * sum(g).
+template <typename Y, typename G, typename Acc>
+__global__ void softmax_backward_kernel(Rows R, const Y* y, const Y* g, G* gx, int64_t rows, int64_t n, bool log) {
+  for (int64_t r = R.first(); r < rows; r += R.step()) {
+    const Y* py = y + r * n;
+    const Y* pg = g + r * n;
+    G* q = gx + r * n;
+    Acc s = 0;
+    for (int64_t i = R.lane(); i < n; i += R.width())
+      s += log ? cast_to<Acc>(pg[i]) : cast_to<Acc>(pg[i]) * cast_to<Acc>(py[i]);
+    s = R.allreduce(SumOp<Acc>{}, s);
+    for (int64_t i = R.lane(); i < n; i += R.width()) {
+      const Acc vy = cast_to<Acc>(py[i]), vg = cast_to<Acc>(pg[i]);
+      q[i] = cast_to<G>(log ? vg - std::exp(vy) * s : vy * (vg - s));
+    }
+  }
+}
+
+// As softmax_backward_kernel along the middle dim of [outer, n, inner], a thread per column.
+template <typename Y, typename G, typename Acc>
+__global__ void softmax_backward_columns_kernel(const Y* y, const Y* g, G* gx, int64_t outer, int64_t n, int64_t inner,
+                                                bool log) {
+  for (int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; col < outer * inner;
+       col += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t o = col / inner, c = col - o * inner, base = o * n * inner + c;
+    Acc s = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t i = base + j * inner;
+      s += log ? cast_to<Acc>(g[i]) : cast_to<Acc>(g[i]) * cast_to<Acc>(y[i]);
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t i = base + j * inner;
+      const Acc vy = cast_to<Acc>(y[i]), vg = cast_to<Acc>(g[i]);
+      gx[i] = cast_to<G>(log ? vg - std::exp(vy) * s : vy * (vg - s));
+    }
+  }
+}
+
+template <typename A, typename B>
+using pair_acc_t = std::conditional_t<std::is_same_v<A, double> || std::is_same_v<B, double>, double, float>;
+
+// [outer, n] or [outer, n, inner].
+void softmax_geometry(const Tensor& t, int64_t& outer, int64_t& n, int64_t& inner) {
+  outer = t.size(0);
+  n = t.size(1);
+  inner = t.dim() == 3 ? t.size(2) : 1;
 }
 
 void row_geometry(const Tensor& in, const Tensor& out, int64_t& rows, int64_t& n) {
@@ -274,18 +349,48 @@ void var_mean(const Tensor& in, const Tensor& var, const Tensor& mean, int64_t c
 }
 
 void softmax(const Tensor& in, const Tensor& out, bool log) {
-  int64_t rows, n;
-  row_geometry(in, out, rows, n);
-  if (rows == 0 || n == 0) return;
+  int64_t outer, n, inner;
+  softmax_geometry(in, outer, n, inner);
+  if (outer * n * inner == 0) return;
   MT_CHECK(in.is_contiguous() && out.is_contiguous(), "softmax", "the CUDA kernel expects contiguous rows");
   const int dev = in.device().index;
   DeviceGuard g(dev);
   dispatch_floating(in.dtype(), "softmax", [&]<typename T>() {
     dispatch_floating(out.dtype(), "softmax", [&]<typename O>() {
-      using Acc = std::conditional_t<std::is_same_v<T, double> || std::is_same_v<O, double>, double, float>;
-      const RowPlan p = plan_rows(rows, n, dev);
+      using Acc = pair_acc_t<T, O>;
       const cudaStream_t s = current_stream(dev);
-      softmax_kernel<T, O, Acc><<<p.grid, p.block, 0, s>>>(p.team, dptr<const T>(in), dptr<O>(out), rows, n, log);
+      if (inner == 1) {
+        const RowPlan p = plan_rows(outer, n, dev);
+        softmax_kernel<T, O, Acc><<<p.grid, p.block, 0, s>>>(p.team, dptr<const T>(in), dptr<O>(out), outer, n, log);
+      } else {
+        softmax_columns_kernel<T, O, Acc>
+            <<<grid_for(outer * inner, dev), kBlock, 0, s>>>(dptr<const T>(in), dptr<O>(out), outer, n, inner, log);
+      }
+      MT_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log) {
+  int64_t outer, n, inner;
+  softmax_geometry(y, outer, n, inner);
+  if (outer * n * inner == 0) return;
+  MT_CHECK(gy.dtype() == y.dtype(), "softmax_backward", "the gradient's dtype ", dtype_name(gy.dtype()),
+           " differs from the output's ", dtype_name(y.dtype()));
+  const int dev = y.device().index;
+  DeviceGuard g(dev);
+  dispatch_floating(y.dtype(), "softmax_backward", [&]<typename Y>() {
+    dispatch_floating(gx.dtype(), "softmax_backward", [&]<typename G>() {
+      using Acc = pair_acc_t<Y, G>;
+      const cudaStream_t s = current_stream(dev);
+      if (inner == 1) {
+        const RowPlan p = plan_rows(outer, n, dev);
+        softmax_backward_kernel<Y, G, Acc>
+            <<<p.grid, p.block, 0, s>>>(p.team, dptr<const Y>(y), dptr<const Y>(gy), dptr<G>(gx), outer, n, log);
+      } else {
+        softmax_backward_columns_kernel<Y, G, Acc><<<grid_for(outer * inner, dev), kBlock, 0, s>>>(
+            dptr<const Y>(y), dptr<const Y>(gy), dptr<G>(gx), outer, n, inner, log);
+      }
       MT_CUDA_CHECK_LAUNCH();
     });
   });

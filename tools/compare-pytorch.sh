@@ -2,6 +2,7 @@
 # Training-step speed of Mantissa against PyTorch on this machine (see tools/compare_pytorch.py):
 # builds bench_train_step in $BUILD_DIR (default build) and runs both, alternating.
 #   bash tools/compare-pytorch.sh [--threads 2] [--rounds 3] [--models mlp cnn]
+#   bash tools/compare-pytorch.sh --scaling      # the GPT step at d_model x context 128/256 (--scaling-full: to 512)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build=${BUILD_DIR:-build}

@@ -17,6 +17,15 @@ Mantissa / PyTorch (below 1: Mantissa is faster).
 
   tools/compare-pytorch.sh [--threads 2] [--rounds 3]       (builds the bench programs first)
   /usr/bin/python3 tools/compare_pytorch.py --bench build/bench/bench_train_step
+
+--scaling (d_model 128/256 x context 128/256) or --scaling-full (128/256/512 x 128/256/512)
+instead times the GPT step as it grows: 4 layers, heads = d_model / 32, batch 4096 / context,
+vocabulary 96, AdamW and clipping as above, fp32 and bf16 autocast. PyTorch runs tools/torch_gpt.py
+(attention as matmul + masked_fill + softmax + matmul); Mantissa runs nn::GPT (fused attention)
+and the same user-written model (bench/bench_gpt_step.cpp --scaling). Each step runs in its own
+process, so peak RSS (ru_maxrss) is that step's. MFU = model FLOPs per step / step time / the
+2048^3 GEMM rate of the dtype measured by Mantissa (oneDNN) in the same round; model FLOPs =
+6 * tokens * (12 * layers * d^2 + vocab * d) + 12 * layers * context * d * tokens (attention).
 """
 import argparse
 import json
@@ -140,6 +149,123 @@ def torch_worker(args):
     print(json.dumps(out))
 
 
+SCALE_VOCAB, SCALE_LAYERS, SCALE_TOKENS = 96, 4, 4096
+
+
+def scale_sizes(args):
+    sizes = [128, 256, 512] if args.scaling_full else [128, 256]
+    return [(d, t) for d in sizes for t in sizes]
+
+
+def scale_flops(d, t):
+    tokens = SCALE_TOKENS
+    return 6 * tokens * (12 * SCALE_LAYERS * d * d + SCALE_VOCAB * d) + 12 * SCALE_LAYERS * t * d * tokens
+
+
+def torch_scale_worker(args):
+    """One scaled GPT step in PyTorch: prints {"ms": median step time}."""
+    import torch
+    import torch.nn.functional as F
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(7)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from torch_gpt import GPT
+    d, t, prec = args.torch_scale
+    d, t = int(d), int(t)
+    n = SCALE_TOKENS // t
+    net = GPT(SCALE_VOCAB, t, SCALE_LAYERS, d // 32, d)
+    decay = [p for p in net.parameters() if p.dim() >= 2]
+    rest = [p for p in net.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+                            lr=1e-3, betas=(0.9, 0.99))
+    x, y = torch.randint(0, SCALE_VOCAB, (n, t)), torch.randint(0, SCALE_VOCAB, (n, t))
+
+    def step():
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=prec == "bf16"):
+            logits = net(x)
+        loss = F.cross_entropy(logits.float().reshape(-1, SCALE_VOCAB), y.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        opt.step()
+        return loss.item()
+    for _ in range(2):
+        step()
+    times, t0 = [], time.perf_counter()
+    while time.perf_counter() - t0 < args.min_time or len(times) < 3:
+        t1 = time.perf_counter()
+        step()
+        times.append((time.perf_counter() - t1) * 1e3)
+    print(json.dumps({"ms": statistics.median(times)}))
+
+
+def run_measured(cmd, env):
+    """Runs cmd; returns (stdout, peak RSS of that process in MiB)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, cmd)
+    return out, usage.ru_maxrss / 1024.0
+
+
+def mantissa_bench_json(args, bench_filter, env):
+    bench = os.path.join(os.path.dirname(args.bench), "bench_gpt_step")
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        _, rss = run_measured([bench, "--scaling-full", f"--benchmark_filter={bench_filter}",
+                               f"--benchmark_min_time={args.min_time}", f"--benchmark_out={f.name}",
+                               "--benchmark_out_format=json"], env)
+        doc = json.load(open(f.name))
+    return [b for b in doc["benchmarks"] if b.get("run_type", "iteration") == "iteration"], rss
+
+
+def run_scaling_round(args):
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    out = {}
+    rows, _ = mantissa_bench_json(args, "^gemm_", env)
+    for b in rows:
+        out[b["name"].split("/")[0]] = b["FLOPS"]
+    scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+    for d, t in scale_sizes(args):
+        for prec in ("fp32", "bf16"):
+            cmd = [sys.executable, __file__, "--torch-scale", str(d), str(t), prec, "--threads", str(args.threads),
+                   "--min-time", str(args.min_time)]
+            text, rss = run_measured(cmd, env)
+            out[f"torch_{prec}/d{d}/T{t}"] = (json.loads(text)["ms"], rss)
+            for impl in ("fused", "user"):
+                name = f"scale_{impl}_{prec}/d{d}/T{t}"
+                rows, rss = mantissa_bench_json(args, f"^{name}/", env)
+                out[name] = (rows[0]["real_time"] * scale[rows[0]["time_unit"]], rss)
+    return out
+
+
+def scaling_main(args):
+    import torch
+    rounds = []
+    for r in range(args.rounds):
+        rounds.append(run_scaling_round(args))
+        print(f"round {r + 1}/{args.rounds}: {rounds[-1]}", file=sys.stderr)
+    med = {k: statistics.median(rd[k][0] if isinstance(rd[k], tuple) else rd[k] for rd in rounds) for k in rounds[0]}
+    rss = {k: max(rd[k][1] for rd in rounds) for k in rounds[0] if isinstance(rounds[0][k], tuple)}
+    print(f"# {time.strftime('%Y-%m-%d')}, {cpu_name()}, {args.threads} threads, load {os.getloadavg()[0]:.1f}, "
+          f"medians of {args.rounds} rounds; PyTorch {torch.__version__}; 4 layers, heads = d / 32, "
+          f"{SCALE_TOKENS} tokens a step; GEMM 2048^3: fp32 {med['gemm_fp32'] / 1e9:.0f}, "
+          f"bf16 {med['gemm_bf16'] / 1e9:.0f} GFLOP/s")
+    print("| prec | d_model | context | PyTorch | nn::GPT | ratio | user GPT | ratio | MFU PyTorch | MFU nn::GPT | "
+          "MFU user | RSS PyTorch | RSS nn::GPT | RSS user |")
+    print("| --- " * 14 + "|")
+    for prec in ("fp32", "bf16"):
+        gemm = med[f"gemm_{prec}"]
+        for d, t in scale_sizes(args):
+            key = f"d{d}/T{t}"
+            tt, tf, tu = med[f"torch_{prec}/{key}"], med[f"scale_fused_{prec}/{key}"], med[f"scale_user_{prec}/{key}"]
+            mfu = [scale_flops(d, t) / (ms * 1e-3) / gemm for ms in (tt, tf, tu)]
+            print(f"| {prec} | {d} | {t} | {tt:.1f} ms | {tf:.1f} ms | {tf / tt:.2f}x | {tu:.1f} ms | {tu / tt:.2f}x | "
+                  f"{mfu[0]:.0%} | {mfu[1]:.0%} | {mfu[2]:.0%} | {rss[f'torch_{prec}/{key}']:.0f} MiB | "
+                  f"{rss[f'scale_fused_{prec}/{key}']:.0f} MiB | {rss[f'scale_user_{prec}/{key}']:.0f} MiB |")
+
+
 def run_torch(args):
     cmd = [sys.executable, __file__, "--torch-worker", "--threads", str(args.threads), "--min-time",
            str(args.min_time), "--models", *args.models]
@@ -171,12 +297,19 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--min-time", type=float, default=1.0, help="seconds per measurement")
     p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    p.add_argument("--scaling", action="store_true", help="the GPT step at d_model x context 128/256")
+    p.add_argument("--scaling-full", action="store_true", help="the GPT step at d_model x context 128/256/512")
     p.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--torch-scale", nargs=3, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.torch_worker:
         return torch_worker(args)
+    if args.torch_scale:
+        return torch_scale_worker(args)
     if not args.bench:
         p.error("--bench is required")
+    if args.scaling or args.scaling_full:
+        return scaling_main(args)
 
     runs = {"torch": [], "mantissa": []}
     for r in range(args.rounds):

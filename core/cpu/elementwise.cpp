@@ -172,18 +172,70 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
       op, a.dtype(), [&]<typename In, typename Out, typename Acc>(auto f) { binary_loop<In, Out, Acc>(a, b, out, f); });
 }
 
+namespace {
+
+// y[i] = c[i * SC] ? a[i * SA] : b[i * SB] with unit (1) or broadcast (0) strides fixed at compile
+// time, on the values' bits (U: an unsigned type of T's size), so the select vectorizes: Eigen's
+// bf16 is a struct, and a loop copying one stays scalar.
+template <typename U, int SC, int SA, int SB>
+void where_unit(U* y, const uint8_t* c, const U* a, const U* b, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = c[i * SC] != 0 ? a[i * SA] : b[i * SB];
+}
+
+template <typename U>
+void where_row(U* y, const uint8_t* c, const U* a, const U* b, int64_t n, int64_t sc, int64_t sa, int64_t sb) {
+  const int key = (sc == 1 ? 4 : 0) + (sa == 1 ? 2 : 0) + (sb == 1 ? 1 : 0);
+  if ((sc == 0 || sc == 1) && (sa == 0 || sa == 1) && (sb == 0 || sb == 1)) {
+    switch (key) {
+      case 0:
+        return where_unit<U, 0, 0, 0>(y, c, a, b, n);
+      case 1:
+        return where_unit<U, 0, 0, 1>(y, c, a, b, n);
+      case 2:
+        return where_unit<U, 0, 1, 0>(y, c, a, b, n);
+      case 3:
+        return where_unit<U, 0, 1, 1>(y, c, a, b, n);
+      case 4:
+        return where_unit<U, 1, 0, 0>(y, c, a, b, n);
+      case 5:
+        return where_unit<U, 1, 0, 1>(y, c, a, b, n);
+      case 6:
+        return where_unit<U, 1, 1, 0>(y, c, a, b, n);
+      default:
+        return where_unit<U, 1, 1, 1>(y, c, a, b, n);
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) y[i] = c[i * sc] != 0 ? a[i * sa] : b[i * sb];
+}
+
+template <size_t Size>
+using bits_t =
+    std::conditional_t<Size == 1, uint8_t,
+                       std::conditional_t<Size == 2, uint16_t, std::conditional_t<Size == 4, uint32_t, uint64_t>>>;
+
+}  // namespace
+
+// out: any strides; cond (bool), a, b (out's dtype): broadcast to out (0 strides), e.g. a
+// [1, 1, T, T] mask over [B, H, T, T] scores, which coalesces to rows of T * T unit-stride elements.
 void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
   dispatch_all(out.dtype(), [&]<typename T>() {
-    const bool* pc = ptr<bool>(cond);
-    const T* pa = ptr<T>(a);
-    const T* pb = ptr<T>(b);
-    T* y = ptr<T>(out);
+    using U = bits_t<sizeof(T)>;
+    static_assert(sizeof(U) == sizeof(T));
+    const auto* pc = static_cast<const uint8_t*>(cond.raw_data());
+    const U* pa = static_cast<const U*>(a.raw_data());
+    const U* pb = static_cast<const U*>(b.raw_data());
+    U* y = static_cast<U*>(out.raw_data());
     Shape sc = broadcast_strides(cond.sizes(), cond.strides(), out.sizes());
     Shape sa = broadcast_strides(a.sizes(), a.strides(), out.sizes());
     Shape sb = broadcast_strides(b.sizes(), b.strides(), out.sizes());
     for_each_row<4>(out.sizes(), {out.strides(), sc, sa, sb}, [&](auto off, int64_t n, auto st) {
+      if (st[0] == 1) {
+        where_row(y + off[0], pc + off[1], pa + off[2], pb + off[3], n, st[1], st[2], st[3]);
+        return;
+      }
       for (int64_t i = 0; i < n; ++i)
-        y[off[0] + i * st[0]] = pc[off[1] + i * st[1]] ? pa[off[2] + i * st[2]] : pb[off[3] + i * st[3]];
+        y[off[0] + i * st[0]] = pc[off[1] + i * st[1]] != 0 ? pa[off[2] + i * st[2]] : pb[off[3] + i * st[3]];
     });
   });
 }

@@ -1,5 +1,5 @@
 // CPU reductions over the last axis of a contiguous [outer, n] view (sums also over the
-// columns of a view with unit-stride columns), and softmax rows.
+// columns of a view with unit-stride columns). Softmax is in core/cpu/softmax.cpp.
 // Reduced floats accumulate in fp32, fp64 in fp64.
 #include <cmath>
 #include <limits>
@@ -166,45 +166,6 @@ void var_mean(const Tensor& in, const Tensor& var, const Tensor& mean, int64_t c
         int64_t dof = n - correction;
         pm[r] = cast_to<T>(m);
         pv[r] = cast_to<T>(dof > 0 ? ss / Acc(dof) : std::numeric_limits<Acc>::quiet_NaN());
-      }
-    });
-  });
-}
-
-void softmax(const Tensor& in, const Tensor& out, bool log) {
-  const int64_t n = in.size(-1);
-  const int64_t outer = n ? in.numel() / n : 0;
-  dispatch_all(in.dtype(), [&]<typename T>() {
-    dispatch_floating(out.dtype(), "softmax", [&]<typename O>() {
-      if constexpr (!std::is_floating_point_v<acc_t<T>>) {
-        MT_FAIL("softmax", "expected a floating-point input, got ", dtype_name(in.dtype()));
-      } else {
-        using Acc = std::conditional_t<std::is_same_v<T, double> || std::is_same_v<O, double>, double, float>;
-        const T* x = static_cast<const T*>(in.raw_data());
-        O* y = static_cast<O*>(out.raw_data());
-        parallel_for(0, outer, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)),
-                     [&](int64_t b, int64_t e) {
-                       std::vector<Acc> buf(static_cast<size_t>(n));
-                       for (int64_t r = b; r < e; ++r) {
-                         const T* p = x + r * n;
-                         Acc mx = -std::numeric_limits<Acc>::infinity();
-                         for (int64_t i = 0; i < n; ++i) {
-                           buf[i] = cast_to<Acc>(p[i]);
-                           mx = std::max(mx, buf[i]);
-                         }
-                         if (std::isinf(mx) && mx < 0) mx = 0;  // a row of -inf: avoid inf - inf
-                         Acc sum = 0;
-                         for (int64_t i = 0; i < n; ++i) sum += std::exp(buf[i] - mx);
-                         O* q = y + r * n;
-                         if (log) {
-                           Acc lse = mx + std::log(sum);
-                           for (int64_t i = 0; i < n; ++i) q[i] = cast_to<O>(buf[i] - lse);
-                         } else {
-                           Acc inv = Acc(1) / sum;
-                           for (int64_t i = 0; i < n; ++i) q[i] = cast_to<O>(std::exp(buf[i] - mx) * inv);
-                         }
-                       }
-                     });
       }
     });
   });

@@ -1,0 +1,294 @@
+// The memory roofline of the generic ops: every op class a user's own layer is built from, in
+// fp32 and bf16, on 1 and 2 threads, as achieved GB/s next to memcpy of the same bytes on the
+// same threads measured in the same run. Bytes are the op's compulsory traffic: every input read
+// once and every output written once (fwd+bwd rows add the backward's reads and writes); a
+// kernel that re-reads from cache is not charged for it. Target: every row >= 50 % of memcpy at
+// >= 1M elements. After the runs a table prints each row's share of memcpy and marks those below.
+//   build/bench/bench_roofline                 # quick set: 1M and 4M elements
+//   build/bench/bench_roofline --full          # 64K ... 64M elements
+//   build/bench/bench_roofline --benchmark_filter=softmax
+#include <benchmark/benchmark.h>
+#include <mantissa.h>
+#include <omp.h>
+
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mt = mantissa;
+namespace F = mt::nn::functional;
+using mt::Tensor;
+
+namespace {
+
+// A prepared op: run() once per iteration; bytes moved per run.
+struct Prepared {
+  std::function<void()> run;
+  double bytes = 0;
+};
+using Make = std::function<Prepared(int64_t numel, mt::DType dt)>;
+
+double esize(mt::DType dt) { return dt == mt::kFloat32 ? 4.0 : 2.0; }
+
+Tensor input(const mt::Shape& s, mt::DType dt, bool grad = false) {
+  Tensor x = mt::randn(s).to(dt);
+  if (grad) x.requires_grad_();
+  return x;
+}
+
+void keep(const Tensor& t) { benchmark::DoNotOptimize(t.raw_data()); }
+
+// forward and backward of f at x with upstream g, via autograd::grad (no .grad accumulation).
+Prepared fwd_bwd(const Tensor& x, std::function<Tensor(const Tensor&)> f, double bytes) {
+  Tensor g = mt::randn(f(x.detach()).sizes()).to(x.dtype());
+  return {[x, f, g] {
+            Tensor y = f(x);
+            keep(mt::autograd::grad({y}, {x}, {g.to(y.dtype())})[0]);
+          },
+          bytes};
+}
+
+// Rows of 256 (the attention scores' last dim) for softmax; rows of 1024 for reductions and norms.
+constexpr int64_t kRow = 256, kNormRow = 1024;
+
+std::vector<std::pair<std::string, Make>> ops() {
+  std::vector<std::pair<std::string, Make>> v;
+  auto add = [&](std::string name, Make m) { v.emplace_back(std::move(name), std::move(m)); };
+  add("relu", [](int64_t n, mt::DType dt) {
+    Tensor x = input({n}, dt);
+    return Prepared{[x] { keep(mt::relu(x)); }, 2 * n * esize(dt)};
+  });
+  add("exp", [](int64_t n, mt::DType dt) {
+    Tensor x = input({n}, dt);
+    return Prepared{[x] { keep(mt::exp(x)); }, 2 * n * esize(dt)};
+  });
+  add("mul", [](int64_t n, mt::DType dt) {
+    Tensor a = input({n}, dt), b = input({n}, dt);
+    return Prepared{[a, b] { keep(a * b); }, 3 * n * esize(dt)};
+  });
+  add("add_bcast_row", [](int64_t n, mt::DType dt) {  // [n/1024, 1024] + [1024] (a bias)
+    Tensor a = input({n / kNormRow, kNormRow}, dt), b = input({kNormRow}, dt);
+    return Prepared{[a, b] { keep(a + b); }, 2 * n * esize(dt)};
+  });
+  add("add_bcast_col", [](int64_t n, mt::DType dt) {  // [n/1024, 1024] + [n/1024, 1] (a per-row scale)
+    Tensor a = input({n / kNormRow, kNormRow}, dt), b = input({n / kNormRow, 1}, dt);
+    return Prepared{[a, b] { keep(a + b); }, 2 * n * esize(dt)};
+  });
+  add("cast_to_f32", [](int64_t n, mt::DType dt) {  // dt -> fp32 (fp32: -> bf16)
+    Tensor x = input({n}, dt);
+    mt::DType to = dt == mt::kFloat32 ? mt::kBFloat16 : mt::kFloat32;
+    return Prepared{[x, to] { keep(x.to(to)); }, n * (esize(dt) + esize(to))};
+  });
+  add("cast_fp16", [](int64_t n, mt::DType dt) {  // dt -> fp16
+    Tensor x = input({n}, dt);
+    return Prepared{[x] { keep(x.to(mt::kHalf)); }, n * (esize(dt) + 2)};
+  });
+  add("masked_fill_bcast", [](int64_t n, mt::DType dt) {  // [B, H, 256, 256] scores, causal [1, 1, 256, 256]
+    const int64_t T = kRow, bh = std::max<int64_t>(1, n / (T * T));
+    Tensor x = input({bh, 1, T, T}, dt);
+    Tensor mask = mt::triu(mt::ones({T, T}), 1).to(mt::kBool).reshape({1, 1, T, T});
+    return Prepared{[x, mask] { keep(mt::masked_fill(x, mask, -1e30)); }, 2 * double(bh * T * T) * esize(dt)};
+  });
+  for (bool log : {false, true}) {
+    const std::string s = log ? "log_softmax" : "softmax";
+    auto sm = [log](const Tensor& x, int64_t d) { return log ? mt::log_softmax(x, d) : mt::softmax(x, d); };
+    add(s + "_last", [sm](int64_t n, mt::DType dt) {
+      Tensor x = input({n / kRow, kRow}, dt);
+      return Prepared{[x, sm] { keep(sm(x, 1)); }, 2 * n * esize(dt)};
+    });
+    add(s + "_mid", [sm](int64_t n, mt::DType dt) {  // [n/65536, 256, 256] along dim 1
+      Tensor x = input({std::max<int64_t>(1, n / (kRow * kRow)), kRow, kRow}, dt);
+      return Prepared{[x, sm] { keep(sm(x, 1)); }, 2 * double(x.numel()) * esize(dt)};
+    });
+    add(s + "_last_fwdbwd", [sm](int64_t n, mt::DType dt) {  // fwd: x, y; bwd: y, g, gx
+      return fwd_bwd(
+          input({n / kRow, kRow}, dt, true), [sm](const Tensor& x) { return sm(x, 1); }, 5 * n * esize(dt));
+    });
+    add(s + "_mid_fwdbwd", [sm](int64_t n, mt::DType dt) {
+      Tensor x = input({std::max<int64_t>(1, n / (kRow * kRow)), kRow, kRow}, dt, true);
+      return fwd_bwd(
+          x, [sm](const Tensor& t) { return sm(t, 1); }, 5 * double(x.numel()) * esize(dt));
+    });
+  }
+  // Autocast's pattern: a bf16 score tensor into the fp32 softmax (reads bf16, writes fp32).
+  add("softmax_autocast_bf16_in", [](int64_t n, mt::DType) {
+    Tensor x = input({n / kRow, kRow}, mt::kBFloat16);
+    return Prepared{[x] {
+                      mt::amp::Autocast ac(mt::kBFloat16);
+                      keep(mt::softmax(x, 1));
+                    },
+                    6.0 * double(n)};
+  });
+  using Red = std::function<Tensor(const Tensor&, int64_t)>;
+  const std::vector<std::pair<std::string, Red>> reds = {
+      {"sum", [](const Tensor& x, int64_t d) { return mt::sum(x, {d}); }},
+      {"mean", [](const Tensor& x, int64_t d) { return mt::mean(x, {d}); }},
+      {"max", [](const Tensor& x, int64_t d) { return mt::amax(x, {d}); }},
+      {"var", [](const Tensor& x, int64_t d) { return mt::var(x, {d}); }},
+  };
+  for (const auto& [name, f] : reds)
+    for (int64_t d : {0, 1})
+      add(name + "_dim" + std::to_string(d), [f = f, d](int64_t n, mt::DType dt) {
+        Tensor x = input({n / kNormRow, kNormRow}, dt);
+        return Prepared{[x, f, d] { keep(f(x, d)); }, n * esize(dt)};
+      });
+  add("layer_norm_fwd", [](int64_t n, mt::DType dt) {
+    Tensor x = input({n / kNormRow, kNormRow}, dt), w = mt::ones({kNormRow}), b = mt::zeros({kNormRow});
+    return Prepared{[x, w, b] { keep(F::layer_norm(x, {kNormRow}, w, b)); }, 2 * n * esize(dt)};
+  });
+  add("layer_norm_fwdbwd", [](int64_t n, mt::DType dt) {  // fwd: x, y; bwd: g, x, gx
+    Tensor w = mt::ones({kNormRow}), b = mt::zeros({kNormRow});
+    return fwd_bwd(
+        input({n / kNormRow, kNormRow}, dt, true),
+        [w, b](const Tensor& x) { return F::layer_norm(x, {kNormRow}, w, b); }, 5 * n * esize(dt));
+  });
+  add("gelu_fwd", [](int64_t n, mt::DType dt) {
+    Tensor x = input({n}, dt);
+    return Prepared{[x] { keep(mt::gelu(x)); }, 2 * n * esize(dt)};
+  });
+  add("gelu_fwdbwd", [](int64_t n, mt::DType dt) {
+    return fwd_bwd(
+        input({n}, dt, true), [](const Tensor& x) { return mt::gelu(x); }, 5 * n * esize(dt));
+  });
+  add("dropout", [](int64_t n, mt::DType dt) {
+    Tensor x = input({n}, dt);
+    return Prepared{[x] { keep(F::dropout(x, 0.1, true)); }, 2 * n * esize(dt)};
+  });
+  add("embedding_fwd", [](int64_t n, mt::DType dt) {  // rows of 256 from a 4096-row table
+    const int64_t D = kRow;
+    Tensor w = input({4096, D}, dt), idx = mt::randint(0, 4096, {n / D});
+    return Prepared{[w, idx] { keep(F::embedding(idx, w)); }, 2 * n * esize(dt)};
+  });
+  add("embedding_fwdbwd", [](int64_t n, mt::DType dt) {  // fwd: rows, out; bwd: g, table rows read + written
+    const int64_t D = kRow;
+    Tensor idx = mt::randint(0, 4096, {n / D});
+    return fwd_bwd(
+        input({4096, D}, dt, true), [idx](const Tensor& w) { return F::embedding(idx, w); }, 5 * n * esize(dt));
+  });
+  add("transpose_copy", [](int64_t n, mt::DType dt) {
+    Tensor x = input({n / kNormRow, kNormRow}, dt);
+    return Prepared{[x] { keep(x.t().contiguous()); }, 2 * n * esize(dt)};
+  });
+  add("permute_0213_copy", [](int64_t n, mt::DType dt) {  // [B, T, H, E] -> [B, H, T, E] (heads split)
+    Tensor x = input({n / (256 * 8 * 32), 256, 8, 32}, dt);
+    return Prepared{[x] { keep(x.permute({0, 2, 1, 3}).contiguous()); }, 2 * n * esize(dt)};
+  });
+  add("cat_dim1", [](int64_t n, mt::DType dt) {
+    Tensor a = input({n / kNormRow, kNormRow / 2}, dt), b = input({n / kNormRow, kNormRow / 2}, dt);
+    return Prepared{[a, b] { keep(mt::cat({a, b}, 1)); }, 2 * n * esize(dt)};
+  });
+  return v;
+}
+
+// memcpy of `bytes` split over the threads (the ceiling for a threaded op).
+void memcpy_bench(benchmark::State& state, double bytes, int threads) {
+  std::vector<char> src(size_t(bytes), 1), dst(size_t(bytes), 0);
+  for (auto _ : state) {
+#pragma omp parallel num_threads(threads)
+    {
+      const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+      const int64_t b = int64_t(bytes) * t / nt, e = int64_t(bytes) * (t + 1) / nt;
+      std::memcpy(dst.data() + b, src.data() + b, size_t(e - b));
+    }
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GBps"] = benchmark::Counter(2 * bytes * double(state.iterations()), benchmark::Counter::kIsRate,
+                                              benchmark::Counter::kIs1000);
+}
+
+void op_bench(benchmark::State& state, const Make& make, int64_t numel, mt::DType dt, int threads) {
+  omp_set_num_threads(threads);
+  mt::manual_seed(1);
+  Prepared p = make(numel, dt);
+  p.run();  // warm: the first call pays one-time costs (allocator, page faults) a step does not
+  for (auto _ : state) {
+    p.run();
+    benchmark::ClobberMemory();
+  }
+  state.counters["GBps"] = benchmark::Counter(p.bytes * double(state.iterations()), benchmark::Counter::kIsRate,
+                                              benchmark::Counter::kIs1000);
+}
+
+std::string size_name(int64_t n) {
+  return n >= (1 << 20) ? std::to_string(n >> 20) + "M" : std::to_string(n >> 10) + "K";
+}
+
+// Prints every op row's GB/s as a share of the memcpy row of the same element size, numel and threads.
+class RooflineReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& r : runs) {
+      if (r.run_type == Run::RT_Aggregate && r.aggregate_name != "median") continue;
+      auto it = r.counters.find("GBps");
+      if (it != r.counters.end()) gbps_[r.run_name.function_name] = it->second.value / 1e9;
+    }
+  }
+  void Finalize() override {
+    ConsoleReporter::Finalize();
+    std::printf("\n%-44s %10s %10s %7s\n", "op/dtype/numel/threads", "GB/s", "memcpy", "share");
+    std::vector<std::string> below;
+    for (const auto& [name, g] : gbps_) {
+      if (name.rfind("memcpy", 0) == 0) continue;
+      // name: op/dtype/size/tN; memcpy row: memcpy/eK/size/tN with K the element size.
+      const size_t a = name.find('/'), b = name.find('/', a + 1);
+      const std::string dt = name.substr(a + 1, b - a - 1), rest = name.substr(b + 1);
+      const std::string ref = std::string("memcpy/") + (dt == "fp32" ? "e4/" : "e2/") + rest;
+      auto m = gbps_.find(ref);
+      if (m == gbps_.end()) continue;
+      const double share = g / m->second;
+      const bool big = rest.find('M') != std::string::npos;
+      std::printf("%-44s %10.2f %10.2f %6.0f%%%s\n", name.c_str(), g, m->second, 100 * share,
+                  big && share < 0.5 ? "  < 50%" : "");
+      if (big && share < 0.5) below.push_back(name);
+    }
+    std::printf("\n%zu rows at >= 1M elements below 50%% of memcpy\n", below.size());
+  }
+
+ private:
+  std::map<std::string, double> gbps_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool full = false;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--full") == 0)
+      full = true;
+    else
+      args.push_back(argv[i]);
+  }
+  const std::vector<int64_t> sizes = full ? std::vector<int64_t>{1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24, 1 << 26}
+                                          : std::vector<int64_t>{1 << 20, 1 << 22};
+  const auto all = ops();
+  for (int threads : {1, 2})
+    for (int64_t n : sizes) {
+      for (double es : {4.0, 2.0}) {
+        const std::string name =
+            "memcpy/e" + std::to_string(int(es)) + "/" + size_name(n) + "/t" + std::to_string(threads);
+        benchmark::RegisterBenchmark(name.c_str(), memcpy_bench, es * double(n), threads)->UseRealTime();
+      }
+      // The contenders alternate: each op's fp32 and bf16 rows next to each other.
+      for (const auto& [op, make] : all)
+        for (mt::DType dt : {mt::kFloat32, mt::kBFloat16}) {
+          if (dt == mt::kFloat32 && op.find("_bf16_in") != std::string::npos) continue;
+          const std::string name =
+              op + (dt == mt::kFloat32 ? "/fp32/" : "/bf16/") + size_name(n) + "/t" + std::to_string(threads);
+          benchmark::RegisterBenchmark(name.c_str(), op_bench, make, n, dt, threads)->UseRealTime();
+        }
+    }
+  int ac = int(args.size());
+  benchmark::Initialize(&ac, args.data());
+  if (benchmark::ReportUnrecognizedArguments(ac, args.data())) return 1;
+  RooflineReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  return 0;
+}

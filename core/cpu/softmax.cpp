@@ -1,0 +1,228 @@
+// CPU softmax / log_softmax along the middle dim of a contiguous [outer, n, inner] view,
+// forward and backward, without a transposing copy: with inner == 1 a task walks whole rows,
+// otherwise it walks a block of kCols adjacent columns down the n dim, vectorized across them.
+// Every loop is `omp simd` over math::exp_acc (the vectorizable exp) and reads bf16 through
+// its bits, so a bf16 input feeding the fp32 softmax of autocast is widened in registers.
+// log_softmax is (x - max) - log(sum): x - (max + log(sum)) loses log(sum) for huge logits.
+#include <cmath>
+#include <limits>
+
+#include "core/cpu/kernels.h"
+#include "core/cpu/loops.h"
+#include "core/nn_kernels.h"
+#include "core/nn_math.h"
+
+namespace mantissa::cpu {
+
+namespace {
+
+constexpr int64_t kCols = 128;        // columns per task when softmax runs along a non-last dim
+constexpr int64_t kRowBuffer = 4096;  // rows up to this long keep their exps on the stack (16 KiB)
+
+struct SoftmaxDims {
+  int64_t outer = 0, n = 0, inner = 1;
+};
+
+// [outer, n] or [outer, n, inner].
+SoftmaxDims softmax_dims(const Tensor& t) {
+  SoftmaxDims d;
+  d.n = t.size(1);
+  d.inner = t.dim() == 3 ? t.size(2) : 1;
+  d.outer = t.size(0);
+  return d;
+}
+
+// Runs body(o, c0, nc) over every (outer index, column block) on the pool; nc == 1 and c0 == 0
+// when inner == 1.
+template <typename F>
+void for_each_block(const SoftmaxDims& d, F body) {
+  const int64_t blocks = d.inner == 1 ? 1 : (d.inner + kCols - 1) / kCols;
+  const int64_t per_task = d.n * std::min(d.inner, kCols);
+  parallel_for(0, d.outer * blocks, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(per_task, 1)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t t = b; t < e; ++t) {
+                   const int64_t o = t / blocks, c0 = (t - o * blocks) * kCols;
+                   body(o, c0, d.inner == 1 ? int64_t(1) : std::min(kCols, d.inner - c0));
+                 }
+               });
+}
+
+// One row p[0..n) -> q[0..n) (inner == 1).
+template <typename Acc, typename T, typename O>
+void softmax_row(const T* p, O* q, int64_t n, bool log) {
+  Acc mx = -std::numeric_limits<Acc>::infinity();
+#pragma omp simd reduction(max : mx)
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, load_acc<Acc>(p, i));
+  mx = math::softmax_shift(mx);  // a row of -inf: avoid inf - inf
+  Acc sum = 0;
+  if constexpr (std::is_same_v<O, Acc>) {
+    if (!log) {  // keep the exps in the output and scale them in place
+#pragma omp simd reduction(+ : sum)
+      for (int64_t i = 0; i < n; ++i) {
+        const Acc v = math::exp_acc(load_acc<Acc>(p, i) - mx);
+        q[i] = v;
+        sum += v;
+      }
+      const Acc inv = Acc(1) / sum;
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) q[i] *= inv;
+      return;
+    }
+  }
+  if constexpr (std::is_same_v<Acc, float>) {
+    if (!log && n <= kRowBuffer) {  // a narrow output: the exps in an fp32 buffer, one exp per element
+      alignas(64) float e[kRowBuffer];
+#pragma omp simd reduction(+ : sum)
+      for (int64_t i = 0; i < n; ++i) {
+        e[i] = math::exp_acc(load_acc<Acc>(p, i) - mx);
+        sum += e[i];
+      }
+      const float inv = 1.0f / sum;
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) store_acc(q, i, e[i] * inv);
+      return;
+    }
+  }
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i) sum += math::exp_acc(load_acc<Acc>(p, i) - mx);
+  if (log) {
+    const Acc ls = std::log(sum);
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) store_acc(q, i, Acc((load_acc<Acc>(p, i) - mx) - ls));
+  } else {
+    const Acc inv = Acc(1) / sum;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) store_acc(q, i, Acc(math::exp_acc(load_acc<Acc>(p, i) - mx) * inv));
+  }
+}
+
+// nc adjacent columns: x[j * inner + c] for j < n, c < nc -> y likewise.
+template <typename Acc, typename T, typename O>
+void softmax_columns(const T* x, O* y, int64_t n, int64_t inner, int64_t nc, bool log) {
+  alignas(64) Acc mx[kCols], sum[kCols];
+  for (int64_t c = 0; c < nc; ++c) {
+    mx[c] = -std::numeric_limits<Acc>::infinity();
+    sum[c] = 0;
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    const T* p = x + j * inner;
+#pragma omp simd
+    for (int64_t c = 0; c < nc; ++c) mx[c] = std::max(mx[c], load_acc<Acc>(p, c));
+  }
+  for (int64_t c = 0; c < nc; ++c) mx[c] = math::softmax_shift(mx[c]);
+  for (int64_t j = 0; j < n; ++j) {
+    const T* p = x + j * inner;
+#pragma omp simd
+    for (int64_t c = 0; c < nc; ++c) sum[c] += math::exp_acc(load_acc<Acc>(p, c) - mx[c]);
+  }
+  for (int64_t c = 0; c < nc; ++c) sum[c] = log ? Acc(std::log(sum[c])) : Acc(1) / sum[c];
+  for (int64_t j = 0; j < n; ++j) {
+    const T* p = x + j * inner;
+    O* q = y + j * inner;
+    if (log) {
+#pragma omp simd
+      for (int64_t c = 0; c < nc; ++c) store_acc(q, c, Acc((load_acc<Acc>(p, c) - mx[c]) - sum[c]));
+    } else {
+#pragma omp simd
+      for (int64_t c = 0; c < nc; ++c) store_acc(q, c, Acc(math::exp_acc(load_acc<Acc>(p, c) - mx[c]) * sum[c]));
+    }
+  }
+}
+
+// One row of the backward: softmax gx = y * (g - sum(g * y)); log_softmax gx = g - exp(y) * sum(g).
+template <typename Acc, typename Y, typename G>
+void softmax_backward_row(const Y* y, const Y* g, G* gx, int64_t n, bool log) {
+  Acc s = 0;
+  if (log) {
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = 0; i < n; ++i) s += load_acc<Acc>(g, i);
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) store_acc(gx, i, Acc(load_acc<Acc>(g, i) - math::exp_acc(load_acc<Acc>(y, i)) * s));
+  } else {
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = 0; i < n; ++i) s += load_acc<Acc>(g, i) * load_acc<Acc>(y, i);
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) store_acc(gx, i, Acc(load_acc<Acc>(y, i) * (load_acc<Acc>(g, i) - s)));
+  }
+}
+
+template <typename Acc, typename Y, typename G>
+void softmax_backward_columns(const Y* y, const Y* g, G* gx, int64_t n, int64_t inner, int64_t nc, bool log) {
+  alignas(64) Acc s[kCols];
+  for (int64_t c = 0; c < nc; ++c) s[c] = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const Y* py = y + j * inner;
+    const Y* pg = g + j * inner;
+    if (log) {
+#pragma omp simd
+      for (int64_t c = 0; c < nc; ++c) s[c] += load_acc<Acc>(pg, c);
+    } else {
+#pragma omp simd
+      for (int64_t c = 0; c < nc; ++c) s[c] += load_acc<Acc>(pg, c) * load_acc<Acc>(py, c);
+    }
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    const Y* py = y + j * inner;
+    const Y* pg = g + j * inner;
+    G* q = gx + j * inner;
+    if (log) {
+#pragma omp simd
+      for (int64_t c = 0; c < nc; ++c)
+        store_acc(q, c, Acc(load_acc<Acc>(pg, c) - math::exp_acc(load_acc<Acc>(py, c)) * s[c]));
+    } else {
+#pragma omp simd
+      for (int64_t c = 0; c < nc; ++c) store_acc(q, c, Acc(load_acc<Acc>(py, c) * (load_acc<Acc>(pg, c) - s[c])));
+    }
+  }
+}
+
+template <typename A, typename B>
+using pair_acc_t = std::conditional_t<std::is_same_v<A, double> || std::is_same_v<B, double>, double, float>;
+
+}  // namespace
+
+// in, out: contiguous [outer, n] or [outer, n, inner]; softmax along n.
+void softmax(const Tensor& in, const Tensor& out, bool log) {
+  const SoftmaxDims d = softmax_dims(in);
+  if (d.outer * d.n * d.inner == 0) return;
+  dispatch_floating(in.dtype(), "softmax", [&]<typename T>() {
+    dispatch_floating(out.dtype(), "softmax", [&]<typename O>() {
+      using Acc = pair_acc_t<T, O>;
+      const T* x = static_cast<const T*>(in.raw_data());
+      O* y = static_cast<O*>(out.raw_data());
+      for_each_block(d, [&](int64_t o, int64_t c0, int64_t nc) {
+        const int64_t base = o * d.n * d.inner + c0;
+        if (d.inner == 1)
+          softmax_row<Acc>(x + base, y + base, d.n, log);
+        else
+          softmax_columns<Acc>(x + base, y + base, d.n, d.inner, nc, log);
+      });
+    });
+  });
+}
+
+// y, gy: the forward's output and its gradient (one dtype); gx: any floating dtype; all
+// contiguous [outer, n, inner].
+void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log) {
+  const SoftmaxDims d = softmax_dims(y);
+  if (d.outer * d.n * d.inner == 0) return;
+  MT_CHECK(gy.dtype() == y.dtype(), "softmax_backward", "the gradient's dtype ", dtype_name(gy.dtype()),
+           " differs from the output's ", dtype_name(y.dtype()));
+  dispatch_floating(y.dtype(), "softmax_backward", [&]<typename Y>() {
+    dispatch_floating(gx.dtype(), "softmax_backward", [&]<typename G>() {
+      using Acc = pair_acc_t<Y, G>;
+      const Y* py = static_cast<const Y*>(y.raw_data());
+      const Y* pg = static_cast<const Y*>(gy.raw_data());
+      G* q = static_cast<G*>(gx.raw_data());
+      for_each_block(d, [&](int64_t o, int64_t c0, int64_t nc) {
+        const int64_t base = o * d.n * d.inner + c0;
+        if (d.inner == 1)
+          softmax_backward_row<Acc>(py + base, pg + base, q + base, d.n, log);
+        else
+          softmax_backward_columns<Acc>(py + base, pg + base, q + base, d.n, d.inner, nc, log);
+      });
+    });
+  });
+}
+
+}  // namespace mantissa::cpu

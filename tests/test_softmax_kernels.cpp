@@ -1,0 +1,171 @@
+// The softmax / log_softmax kernels (core/cpu/softmax.cpp): along last and non-last dims
+// against float64 loops, the one-pass backward against gradcheck, huge logits (log_softmax
+// and cross_entropy keep log(sum)), a bf16 input under autocast read without an fp32 copy,
+// and `where` with broadcast masks against a scalar loop.
+#include <cmath>
+#include <vector>
+
+#include "test_util.h"
+
+namespace mt = mantissa;
+using mt::Tensor;
+
+namespace {
+
+// softmax (or log_softmax) of x [A, B, C] along dim, in double by plain loops.
+std::vector<double> reference_softmax(const std::vector<double>& x, const mt::Shape& s, int64_t dim, bool log) {
+  const int64_t n = s[dim];
+  int64_t inner = 1, outer = 1;
+  for (int64_t d = dim + 1; d < int64_t(s.size()); ++d) inner *= s[d];
+  for (int64_t d = 0; d < dim; ++d) outer *= s[d];
+  std::vector<double> y(x.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t c = 0; c < inner; ++c) {
+      auto at = [&](int64_t j) { return (o * n + j) * inner + c; };
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < n; ++j) mx = std::max(mx, x[at(j)]);
+      for (int64_t j = 0; j < n; ++j) sum += std::exp(x[at(j)] - mx);
+      for (int64_t j = 0; j < n; ++j) y[at(j)] = log ? (x[at(j)] - mx) - std::log(sum) : std::exp(x[at(j)] - mx) / sum;
+    }
+  return y;
+}
+
+void expect_near_all(const Tensor& got, const std::vector<double>& want, double tol, const std::string& what) {
+  const std::vector<double> g = got.to(mt::kFloat64).to_vector<double>();
+  ASSERT_EQ(g.size(), want.size()) << what;
+  for (size_t i = 0; i < g.size(); ++i)
+    ASSERT_NEAR(g[i], want[i], tol * (1 + std::fabs(want[i]))) << what << " at " << i;
+}
+
+}  // namespace
+
+// Rows longer than a vector, shorter than one, and columns blocks that do not divide kCols.
+TEST(SoftmaxKernels, EveryDimMatchesFloat64Loops) {
+  mt::manual_seed(11);
+  for (const mt::Shape& s : {mt::Shape{3, 37, 5}, mt::Shape{2, 4, 300}, mt::Shape{130, 3, 2}}) {
+    Tensor x = mt::randn(s) * 4.0;
+    const std::vector<double> xd = x.to(mt::kFloat64).to_vector<double>();
+    for (int64_t d = 0; d < 3; ++d)
+      for (bool log : {false, true}) {
+        const std::string what = std::string(log ? "log_softmax" : "softmax") + " dim " + std::to_string(d);
+        const std::vector<double> want = reference_softmax(xd, s, d, log);
+        expect_near_all(log ? mt::log_softmax(x, d) : mt::softmax(x, d), want, 2e-6, what + " fp32");
+        expect_near_all(log ? mt::log_softmax(x.to(mt::kFloat64), d) : mt::softmax(x.to(mt::kFloat64), d), want, 1e-12,
+                        what + " fp64");
+        // bf16 in, bf16 out: one rounding of the fp32 result (the input is exactly its bf16 value).
+        Tensor xb = x.to(mt::kBFloat16);
+        const std::vector<double> wantb = reference_softmax(xb.to(mt::kFloat64).to_vector<double>(), s, d, log);
+        expect_near_all(log ? mt::log_softmax(xb, d) : mt::softmax(xb, d), wantb, 8e-3, what + " bf16");
+      }
+  }
+}
+
+TEST(SoftmaxKernels, NonContiguousInputAndMaskedRows) {
+  Tensor x = mt::randn({6, 5}).t();  // [5, 6] transposed view
+  const std::vector<double> xd = x.contiguous().to(mt::kFloat64).to_vector<double>();
+  expect_near_all(mt::softmax(x, 1), reference_softmax(xd, {5, 6}, 1, false), 2e-6, "transposed, dim 1");
+  expect_near_all(mt::softmax(x, 0), reference_softmax(xd, {5, 6}, 0, false), 2e-6, "transposed, dim 0");
+  // A row of -inf gives NaN in softmax and log_softmax along either dim, as PyTorch 1.13 (0 / 0
+  // and -inf - log(0)); the shift keeps it from being inf - inf inside the kernel.
+  Tensor m = mt::full({2, 3}, -INFINITY);
+  for (int64_t d = 0; d < 2; ++d) {
+    for (double v : mt::softmax(m, d).to_vector<double>()) EXPECT_TRUE(std::isnan(v));
+    for (double v : mt::log_softmax(m, d).to_vector<double>()) EXPECT_TRUE(std::isnan(v));
+  }
+}
+
+// The one-pass backward kernel along every dim, float64.
+TEST(SoftmaxKernels, BackwardGradcheckEveryDim) {
+  mt::manual_seed(3);
+  Tensor x = mt::randn({3, 4, 5}, {.dtype = mt::kFloat64}).requires_grad_();
+  for (int64_t d = 0; d < 3; ++d)
+    for (bool log : {false, true}) {
+      std::string why;
+      const bool ok = mt::autograd::gradcheck(
+          [=](const std::vector<Tensor>& in) {
+            Tensor y = log ? mt::log_softmax(in[0], d) : mt::softmax(in[0], d);
+            return y *
+                   mt::sin(mt::arange(0, 60, 1, {.dtype = mt::kFloat64}).reshape({3, 4, 5}));  // a non-uniform upstream
+          },
+          {x}, {}, &why);
+      EXPECT_TRUE(ok) << (log ? "log_softmax" : "softmax") << " dim " << d << ": " << why;
+    }
+}
+
+// log_softmax is (x - max) - log(sum): PyTorch 1.13 gives log_softmax([3e6, 3e6]) = -0.6931;
+// x - (max + log(sum)) gave -0.75 (3e6 + 0.693 rounds to 3e6 + 0.75 in fp32).
+TEST(SoftmaxKernels, HugeLogitsKeepLogSum) {
+  Tensor x = mt::tensor({3e6f, 3e6f});
+  for (double v : mt::log_softmax(x, 0).to_vector<double>()) EXPECT_NEAR(v, -std::log(2.0), 1e-6);
+  // Logits near 1e4 (exact in fp32): the differences 0, 1, 2 are exact, so the reference is too.
+  Tensor y = mt::tensor({1e4f, 1e4f + 1, 1e4f + 2}).reshape({1, 3});
+  const double ls = std::log(1 + std::exp(1.0) + std::exp(2.0));
+  const std::vector<double> want = {-ls, 1 - ls, 2 - ls};
+  expect_near_all(mt::log_softmax(y, 1), want, 1e-6, "log_softmax near 1e4");
+  // cross_entropy: the loss and its gradient softmax - onehot.
+  for (int64_t target : {0, 2}) {
+    Tensor logits = y.clone().requires_grad_();
+    Tensor loss = mt::nn::functional::cross_entropy(logits, mt::from_vector<int64_t>({target}, {1}));
+    EXPECT_NEAR(loss.item<double>(), -want[target], 1e-6) << "target " << target;
+    loss.backward();
+    std::vector<double> g = logits.grad().to_vector<double>();
+    for (int64_t c = 0; c < 3; ++c)
+      EXPECT_NEAR(g[c], std::exp(want[c]) - (c == target ? 1.0 : 0.0), 1e-6) << "target " << target << " c " << c;
+  }
+  Tensor big = mt::tensor({3e6f, 3e6f}).reshape({1, 2}).requires_grad_();
+  Tensor loss = mt::nn::functional::cross_entropy(big, mt::from_vector<int64_t>({0}, {1}));
+  EXPECT_NEAR(loss.item<double>(), std::log(2.0), 1e-6);
+  loss.backward();
+  const std::vector<double> g = big.grad().to_vector<double>();
+  EXPECT_NEAR(g[0], -0.5, 1e-6);
+  EXPECT_NEAR(g[1], 0.5, 1e-6);
+}
+
+// Under autocast a bf16 input feeds the fp32 softmax directly: the output is fp32 and equals the
+// softmax of the fp32 copy bit for bit; the gradient comes back in bf16, one rounding of the fp32 one.
+TEST(SoftmaxKernels, Bf16InputUnderAutocastReadsBf16) {
+  mt::manual_seed(7);
+  Tensor x32 = mt::randn({4, 8, 16});
+  Tensor gy = mt::randn({4, 8, 16});
+  for (int64_t d : {1, 2})
+    for (bool log : {false, true}) {
+      Tensor xb = x32.to(mt::kBFloat16).requires_grad_();
+      Tensor xf = xb.detach().to(mt::kFloat32).requires_grad_();
+      Tensor yb, yf = log ? mt::log_softmax(xf, d) : mt::softmax(xf, d);
+      {
+        mt::amp::Autocast ac(mt::kBFloat16);
+        yb = log ? mt::log_softmax(xb, d) : mt::softmax(xb, d);
+      }
+      ASSERT_EQ(yb.dtype(), mt::kFloat32);
+      EXPECT_EQ(yb.to_vector<float>(), yf.to_vector<float>()) << "dim " << d << " log " << log;
+      (yb * gy).sum().backward();
+      (yf * gy).sum().backward();
+      ASSERT_EQ(xb.grad().dtype(), mt::kBFloat16);
+      EXPECT_EQ(xb.grad().to_vector<float>(), xf.grad().to(mt::kBFloat16).to_vector<float>()) << "dim " << d;
+    }
+}
+
+// where over [B, H, T, T] with a [1, 1, T, T] mask, a scalar fill and non-unit strides, every
+// element size, against a scalar loop.
+TEST(WhereKernel, BroadcastMaskMatchesScalarLoop) {
+  mt::manual_seed(5);
+  const int64_t B = 2, H = 3, T = 7;
+  Tensor mask = mt::rand({1, 1, T, T}) > 0.5;
+  const std::vector<double> m = mask.to(mt::kFloat64).to_vector<double>();
+  for (mt::DType t : {mt::kFloat32, mt::kBFloat16, mt::kHalf, mt::kFloat64, mt::kInt64, mt::kInt32, mt::kUInt8}) {
+    Tensor a = (mt::rand({B, H, T, T}) * 100.0).to(t);
+    Tensor b = (mt::rand({B, H, T, T}) * 100.0).to(t);
+    const std::vector<double> av = a.to(mt::kFloat64).to_vector<double>(), bv = b.to(mt::kFloat64).to_vector<double>();
+    const std::vector<double> y = mt::where(mask, a, b).to(mt::kFloat64).to_vector<double>();
+    const std::vector<double> f = mt::masked_fill(a, mask, 3).to(mt::kFloat64).to_vector<double>();
+    // b transposed in its last two dims: a non-unit inner stride.
+    Tensor bt = b.transpose(2, 3);
+    const std::vector<double> yt = mt::where(mask, a, bt).to(mt::kFloat64).to_vector<double>();
+    for (int64_t i = 0; i < B * H * T * T; ++i) {
+      const int64_t r = (i / T) % T, c = i % T, mi = r * T + c, ti = (i / (T * T)) * T * T + c * T + r;
+      ASSERT_EQ(y[i], m[mi] != 0 ? av[i] : bv[i]) << mt::dtype_name(t) << " at " << i;
+      ASSERT_EQ(f[i], m[mi] != 0 ? 3.0 : av[i]) << mt::dtype_name(t) << " at " << i;
+      ASSERT_EQ(yt[i], m[mi] != 0 ? av[i] : bv[ti]) << mt::dtype_name(t) << " at " << i;
+    }
+  }
+}
