@@ -83,8 +83,8 @@ void CosineAnnealingLR::visit_state(const Visitor& f) {
 
 // ---------------------------------------------------------------- LambdaLR
 
-LambdaLR::LambdaLR(Optimizer& optimizer, Lambda lr_lambda)
-    : LambdaLR(optimizer, std::vector<Lambda>(optimizer.param_groups().size(), std::move(lr_lambda))) {}
+LambdaLR::LambdaLR(Optimizer& optimizer, const Lambda& lr_lambda)
+    : LambdaLR(optimizer, std::vector<Lambda>(optimizer.param_groups().size(), lr_lambda)) {}
 LambdaLR::LambdaLR(Optimizer& optimizer, std::vector<Lambda> lr_lambdas)
     : LRScheduler(optimizer, "LambdaLR"), lambdas_(std::move(lr_lambdas)) {
   MT_CHECK(lambdas_.size() == base_lrs_.size(), "LambdaLR", "expected ", base_lrs_.size(),

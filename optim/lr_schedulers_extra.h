@@ -65,7 +65,7 @@ class CosineAnnealingLR : public LRScheduler {
 class LambdaLR : public LRScheduler {
  public:
   using Lambda = std::function<double(int64_t)>;
-  LambdaLR(Optimizer& optimizer, Lambda lr_lambda);
+  LambdaLR(Optimizer& optimizer, const Lambda& lr_lambda);
   LambdaLR(Optimizer& optimizer, std::vector<Lambda> lr_lambdas);
 
  protected:
