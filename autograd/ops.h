@@ -157,4 +157,36 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // contiguous layout: the backward of narrow/slice/select.
 Tensor view_scatter(const Tensor& g, const Shape& shape, const Shape& sizes, const Shape& strides, int64_t offset);
 
+// ==== cumulative ops, norms, logical reductions, sorting (ops_cumulative.cpp, ops_norm.cpp,
+// ops_sort.cpp) ====
+// Inclusive running sum / product along dim (integer and bool inputs give int64, as torch).
+// cumprod's gradient is exact where x has zeros.
+Tensor cumsum(const Tensor& x, int64_t dim);
+Tensor cumprod(const Tensor& x, int64_t dim);
+// torch.norm: p = 2 (the default, also "fro"), 1, +inf (max |x|), 0 (count of nonzeros) or any
+// p > 0, over dims (empty: all). The 2-norm's gradient is 0 where the norm is 0.
+Tensor norm(const Tensor& x, double p = 2, const Shape& dims = {}, bool keepdim = false);
+Tensor norm(const Tensor& x, const std::string& p, const Shape& dims = {}, bool keepdim = false);
+// Whether every / any element (over dims; empty: all) is nonzero; bool (uint8 for uint8 input).
+Tensor all(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor any(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+// Sorted values (differentiable) and their int64 source indices along dim; NaN sorts above
+// every number. The sort is always stable (`stable` is accepted for torch's signature).
+ValuesIndices sort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
+// The k largest (or smallest) values along dim, sorted, with their indices.
+ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);
+// ==== end of cumulative / norm / sort block ====
+
+// ==== activations (ops_activation.cpp; elementwise list entries in core/elementwise_math.h) ====
+// x where x > 0, else negative_slope x.
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
+// x where x > 0, else alpha (exp(x) - 1).
+Tensor elu(const Tensor& x, double alpha = 1.0);
+// x clamped to [min_val, max_val]; the gradient is 0 outside the open interval.
+Tensor hardtanh(const Tensor& x, double min_val = -1.0, double max_val = 1.0);
+// x where x > 0, else weight x; weight [1] or [C] along dim 1 (dim 0 of a 1-D input).
+Tensor prelu(const Tensor& x, const Tensor& weight);
+// ==== end of activations ====
+
 }  // namespace mantissa

@@ -143,6 +143,42 @@ struct BceWithLogitsOptions {
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         const BceWithLogitsOptions& opts = {});
 
+// ==== more losses (nn/functional_loss_extra.cpp; fp32 under autocast, as PyTorch's CUDA list) ====
+// Input and target of the same floating shape, as mse_loss.
+// |input - target|.
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+// 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target; beta >= 0, 0 is l1).
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
+                      double beta = 1.0);
+// 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta); delta > 0.
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean, double delta = 1.0);
+
+struct BceOptions {
+  Tensor weight{};  // broadcast to the input
+  Reduction reduction = Reduction::Mean;
+};
+// -w (t log p + (1 - t) log(1 - p)) on probabilities p in [0, 1], each log clamped at -100 as
+// PyTorch's. Unsafe under fp16 autocast (and under any autocast on a GPU, as PyTorch): it
+// throws and names binary_cross_entropy_with_logits, which is safe; bf16 CPU autocast runs it in fp32.
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BceOptions& opts = {});
+
+enum class KlDivReduction { None, Mean, Sum, BatchMean };
+struct KlDivOptions {
+  KlDivReduction reduction = KlDivReduction::Mean;  // PyTorch's default; BatchMean divides by input.size(0)
+  bool log_target = false;                          // target given as log-probabilities
+};
+// target (log target - input) pointwise, 0 where target is 0; input holds log-probabilities.
+Tensor kl_div(const Tensor& input, const Tensor& target, const KlDivOptions& opts = {});
+
+// max(0, -y (x1 - x2) + margin), y = +-1; the three broadcast together.
+Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Tensor& target, double margin = 0.0,
+                           Reduction reduction = Reduction::Mean);
+// 1 - cos(x1, x2) where y = 1, max(0, cos(x1, x2) - margin) where y = -1; x1, x2 [N, D] with
+// y [N], or [D] with a 0-dim y.
+Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const Tensor& target, double margin = 0.0,
+                             Reduction reduction = Reduction::Mean);
+// ==== end of more losses ====
+
 }  // namespace functional
 
 namespace F = functional;

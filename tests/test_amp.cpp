@@ -445,6 +445,18 @@ std::vector<TableCase> table_cases() {
       {"nll_loss", [=] { return F::nll_loss(h, labels); }},
       {"mse_loss", [=] { return F::mse_loss(h, h); }},
       {"binary_cross_entropy_with_logits", [=] { return F::binary_cross_entropy_with_logits(h, h); }},
+      // cumulative ops, norm and the extra losses (tests/test_new_ops.cpp has their values)
+      {"cumsum", [=] { return mt::cumsum(h, 1); }},
+      {"cumprod", [=] { return mt::cumprod(h, 1); }},
+      {"norm", [=] { return mt::norm(h); }},
+      {"l1_loss", [=] { return F::l1_loss(h, h); }},
+      {"smooth_l1_loss", [=] { return F::smooth_l1_loss(h, h); }},
+      {"huber_loss", [=] { return F::huber_loss(h, h); }},
+      {"binary_cross_entropy", [=] { return F::binary_cross_entropy(h * 0.5, h * 0.5); }},
+      {"kl_div", [=] { return F::kl_div(h, h); }},
+      {"margin_ranking_loss", [=] { return F::margin_ranking_loss(h, h, h); }},
+      {"cosine_embedding_loss", [=] { return F::cosine_embedding_loss(h, h, mt::ones({4})); }},
+      {"prelu", [=] { return mt::prelu(f, mt::full({6}, 0.25)); }},
       {"cat",
        [=] {
          return mt::cat({h, f});

@@ -1,0 +1,104 @@
+// leaky_relu, elu, hardtanh and prelu (a learnable slope). The forward values are composed of
+// existing elementwise ops under no-grad (so every device runs them; they are not entries of
+// the elementwise list yet, which would need a core rebuild and a CUDA functor each), and
+// each records one node with PyTorch's gradient at the kinks:
+// leaky_relu takes the slope at 0, elu alpha at 0, hardtanh 0 at both bounds; at NaN each
+// passes what PyTorch's does.
+#include <cmath>
+
+#include "autograd/autocast.h"
+#include "autograd/grad_mode.h"
+#include "autograd/op_helpers.h"
+
+// PyTorch's CUDA autocast runs prelu in fp16 / bf16 (its lower-precision list).
+MT_DECLARE_CAST_POLICY(prelu, LowerPrecision);
+
+namespace mantissa {
+
+using namespace detail;
+
+namespace {
+// One floating activation: y = forward(x) without history, and one node whose backward is
+// backward(g, x) (differentiable, so double backward works).
+template <typename Forward, typename Backward>
+Tensor activation(const char* name, const Tensor& x0, Forward forward, Backward backward) {
+  MT_CHECK(x0.defined(), name, "got an undefined tensor");
+  Tensor x = amp::autocast_one(name, x0);
+  MT_CHECK(is_floating(x.dtype()), name, "expected a floating-point input, got ", describe({x}));
+  Tensor y;
+  {
+    NoGradGuard guard;
+    y = forward(x);
+  }
+  if (needs_grad({x})) {
+    record(name, {x}, y, [sx = SavedTensor(x), backward](const Tensor& g, const std::vector<bool>&) {
+      return Grads{backward(g, sx.unpack())};
+    });
+  }
+  return y;
+}
+}  // namespace
+
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  return activation(
+      "leaky_relu", x,
+      // NaN propagates: NaN > 0 is false and NaN * slope is NaN.
+      [negative_slope](const Tensor& x) { return where(x > 0.0, x, x * negative_slope); },
+      [negative_slope](const Tensor& g, const Tensor& x) { return where(x > 0.0, g, g * negative_slope); });
+}
+
+Tensor elu(const Tensor& x, double alpha) {
+  return activation(
+      "elu", x,
+      [alpha](const Tensor& x) {
+        // alpha expm1(x) for x <= 0, as 2 t / (1 - t) with t = tanh(x / 2): exp(x) - 1 would lose
+        // the relative accuracy near 0 that this keeps (1 - t >= 1 for x <= 0: no cancellation).
+        Tensor t = tanh(minimum(x, zeros_like(x)) * 0.5);
+        Tensor em1 = t * 2.0 / (1.0 - t);
+        return where(x > 0.0, x, em1 * alpha);
+      },
+      [alpha](const Tensor& g, const Tensor& x) {
+        // alpha exp(x) where x <= 0 (the exp is taken of min(x, 0) only, so it never overflows);
+        // NaN at NaN, as PyTorch.
+        Tensor neg = minimum(x, zeros_like(x));
+        return where(x > 0.0, g, g * exp(neg) * alpha);
+      });
+}
+
+Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
+  MT_CHECK(min_val <= max_val, "hardtanh", "min_val (", min_val, ") must not exceed max_val (", max_val, ")");
+  return activation(
+      "hardtanh", x,
+      [min_val, max_val](const Tensor& x) {
+        // where (not clamp) so that NaN passes through, as in PyTorch.
+        return where(x < min_val, full_like(x, min_val), where(x > max_val, full_like(x, max_val), x));
+      },
+      [min_val, max_val](const Tensor& g, const Tensor& x) {
+        // g inside the open interval, 0 at and beyond the bounds and at NaN (PyTorch's).
+        return where(logical_and(x > min_val, x < max_val), g, zeros_like(g));
+      });
+}
+
+Tensor prelu(const Tensor& x0, const Tensor& weight0) {
+  MT_CHECK(x0.defined() && weight0.defined(), "prelu", "got an undefined tensor");
+  auto in = amp::autocast_many("prelu", {x0, weight0});
+  const Tensor &x = in[0], &w = in[1];
+  MT_CHECK(is_floating(x.dtype()) && is_floating(w.dtype()), "prelu", "expected floating-point tensors, got ",
+           describe({x, w}));
+  const int64_t channels = x.dim() >= 2 ? x.size(1) : (x.dim() == 1 ? x.size(0) : 1);
+  MT_CHECK(w.dim() == 1 && (w.size(0) == 1 || w.size(0) == channels), "prelu", "weight must be [1] or [", channels,
+           "] (the channels of dim ", x.dim() >= 2 ? 1 : 0, "), got ", describe({x, w}));
+  launch::check_same_device("prelu", {x, w});
+  // The slope broadcast along the channel dim: [C, 1, ..., 1] against [N, C, ...].
+  Tensor wb = w;
+  if (x.dim() == 0) {
+    wb = w.reshape({});
+  } else if (w.size(0) > 1 || x.dim() >= 2) {
+    Shape s(size_t(std::max<int64_t>(x.dim() - 1, 1)), 1);
+    s[0] = w.size(0);
+    wb = w.reshape(s);
+  }
+  return where(x > 0.0, x, wb * x);
+}
+
+}  // namespace mantissa

@@ -1,0 +1,384 @@
+// cumsum / cumprod, the extra losses, norm, all / any, sort / argsort / topk: PyTorch 1.13
+// values and gradients (tests/fixtures/reference_new_ops.json from
+// tools/gen_reference_new_ops.py), float64 gradcheck, the edges (0-dim, empty, non-contiguous,
+// NaN, integer promotion), autocast dtypes and errors. The fixture cases also run on a GPU
+// when one is present.
+#include <gtest/gtest.h>
+#include <mantissa.h>
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "gpu_test.h"
+#include "test_util.h"
+
+namespace mt = mantissa;
+namespace F = mt::nn::functional;
+using json = nlohmann::json;
+using mt::autograd::gradcheck;
+using testing::HasSubstr;
+
+namespace {
+
+const json& fixture() {
+  static const json j = [] {
+    std::ifstream f(std::string(MANTISSA_TEST_DIR) + "/fixtures/reference_new_ops.json");
+    EXPECT_TRUE(f.good()) << "missing tests/fixtures/reference_new_ops.json (run tools/gen_reference_new_ops.py)";
+    return json::parse(f);
+  }();
+  return j;
+}
+
+double number(const json& v) {
+  if (v.is_string()) {
+    const std::string s = v;
+    if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
+    return s == "inf" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+  }
+  return v.get<double>();
+}
+
+mt::DType dtype_of(const std::string& s) {
+  if (s == "float64") return mt::kFloat64;
+  if (s == "float32") return mt::kFloat32;
+  if (s == "int64") return mt::kInt64;
+  if (s == "int32") return mt::kInt32;
+  if (s == "uint8") return mt::kUInt8;
+  return mt::kBool;
+}
+
+// The fixture tensor in its own dtype (floating ones as `fdt`), on `device`.
+mt::Tensor tensor_of(const json& t, mt::DType fdt, mt::Device device) {
+  const mt::Shape shape = t.at("shape").get<mt::Shape>();
+  std::vector<double> v;
+  for (const json& e : t.at("data")) v.push_back(number(e));
+  mt::DType dt = dtype_of(t.at("dtype"));
+  if (mt::is_floating(dt)) dt = fdt;
+  mt::Tensor r = mt::from_vector(v, shape.empty() ? mt::Shape{1} : shape, {.dtype = dt});
+  if (shape.empty()) r = r.reshape({});
+  return device.is_cpu() ? r : r.to(device);
+}
+
+// Same shape and dtype kind; every element within tol (relative), NaN where PyTorch has NaN.
+void expect_matches(const mt::Tensor& got, const json& want, double tol, const std::string& what) {
+  ASSERT_TRUE(got.defined()) << what;
+  ASSERT_EQ(got.sizes(), want.at("shape").get<mt::Shape>()) << what;
+  const mt::DType wdt = dtype_of(want.at("dtype"));
+  if (!mt::is_floating(wdt)) EXPECT_EQ(got.dtype(), wdt) << what;
+  const std::vector<double> g = got.to(mt::Device::cpu()).to_vector<double>();
+  const json& w = want.at("data");
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double e = number(w[i]);
+    if (std::isnan(e)) {
+      EXPECT_TRUE(std::isnan(g[i])) << what << " element " << i << ": " << g[i] << ", want nan";
+    } else if (std::isinf(e)) {
+      EXPECT_EQ(g[i], e) << what << " element " << i;
+    } else {
+      EXPECT_NEAR(g[i], e, tol * (1 + std::fabs(e))) << what << " element " << i;
+    }
+  }
+}
+
+mt::nn::Reduction reduction_of(const json& p) {
+  const std::string r = p.value("reduction", "mean");
+  return r == "none" ? mt::nn::Reduction::None : (r == "sum" ? mt::nn::Reduction::Sum : mt::nn::Reduction::Mean);
+}
+
+mt::Shape dims_of(const json& p) { return p.contains("dims") ? p.at("dims").get<mt::Shape>() : mt::Shape{}; }
+
+// Runs one fixture case's op on `in` (views already applied): the outputs, first one differentiated.
+std::vector<mt::Tensor> run_case(const std::string& op, const json& p, const std::vector<mt::Tensor>& in) {
+  const mt::Tensor& x = in[0];
+  if (op == "cumsum") return {mt::cumsum(x, p.at("dim"))};
+  if (op == "cumprod") return {mt::cumprod(x, p.at("dim"))};
+  if (op == "l1_loss") return {F::l1_loss(x, in[1], reduction_of(p))};
+  if (op == "smooth_l1_loss") return {F::smooth_l1_loss(x, in[1], reduction_of(p), p.at("beta"))};
+  if (op == "huber_loss") return {F::huber_loss(x, in[1], reduction_of(p), p.at("delta"))};
+  if (op == "binary_cross_entropy")
+    return {F::binary_cross_entropy(x, in[1],
+                                    {.weight = in.size() > 2 ? in[2] : mt::Tensor(), .reduction = reduction_of(p)})};
+  if (op == "kl_div") {
+    const std::string r = p.at("reduction");
+    F::KlDivOptions o{.log_target = p.value("log_target", false)};
+    o.reduction = r == "none"  ? F::KlDivReduction::None
+                  : r == "sum" ? F::KlDivReduction::Sum
+                               : (r == "batchmean" ? F::KlDivReduction::BatchMean : F::KlDivReduction::Mean);
+    return {F::kl_div(x, in[1], o)};
+  }
+  if (op == "margin_ranking_loss") return {F::margin_ranking_loss(x, in[1], in[2], p.at("margin"), reduction_of(p))};
+  if (op == "cosine_embedding_loss")
+    return {F::cosine_embedding_loss(x, in[1], in[2], p.at("margin"), reduction_of(p))};
+  if (op == "norm") {
+    const bool keep = p.value("keepdim", false);
+    const json& pv = p.at("p");
+    if (pv.is_string() && pv == "fro") return {mt::norm(x, std::string("fro"), dims_of(p), keep)};
+    const double pn = pv.is_string() ? std::numeric_limits<double>::infinity() : pv.get<double>();
+    return {x.dim() == 2 && !p.contains("dims") && pn != 2 ? mt::norm(x, pn) : mt::norm(x, pn, dims_of(p), keep)};
+  }
+  if (op == "all") return {mt::all(x, dims_of(p), p.value("keepdim", false))};
+  if (op == "any") return {mt::any(x, dims_of(p), p.value("keepdim", false))};
+  if (op == "sort") {
+    auto r = mt::sort(x, p.at("dim"), p.value("descending", false), true);
+    return {r.values, r.indices};
+  }
+  if (op == "argsort") return {mt::argsort(x, p.at("dim"), p.value("descending", false), true)};
+  if (op == "topk") {
+    auto r = mt::topk(x, p.at("k"), p.at("dim"), p.at("largest"));
+    return {r.values, r.indices};
+  }
+  if (op == "leaky_relu") return {mt::leaky_relu(x, p.at("negative_slope"))};
+  if (op == "elu") return {mt::elu(x, p.at("alpha"))};
+  if (op == "hardtanh") return {mt::hardtanh(x, p.at("min_val"), p.at("max_val"))};
+  if (op == "prelu") return {mt::prelu(x, in[1])};
+  ADD_FAILURE() << "no mapping for op " << op;
+  return {};
+}
+
+// Every fixture case in dtype `fdt` on `device`: outputs and gradients of a random upstream gradient.
+void run_fixture(mt::DType fdt, mt::Device device, double tol) {
+  int n = 0;
+  for (const json& c : fixture().at("cases")) {
+    const std::string name = c.at("name"), op = c.at("op");
+    const json& p = c.at("params");
+    SCOPED_TRACE(name + " (" + mt::dtype_name(fdt) + ", " + device.str() + ")");
+    std::vector<mt::Tensor> leaves, in;
+    for (const json& a : c.at("args")) {
+      mt::Tensor t = tensor_of(a, fdt, device);
+      if (a.at("grad").get<bool>()) t.requires_grad_();
+      leaves.push_back(t);
+      in.push_back(p.value("view", "") == "t" && in.empty() ? t.t() : t);
+    }
+    std::vector<mt::Tensor> out = run_case(op, p, in);
+    ASSERT_EQ(out.size(), c.at("out").size());
+    for (size_t i = 0; i < out.size(); ++i) expect_matches(out[i], c.at("out")[i], tol, name + " output");
+    if (!c.contains("grads")) continue;
+    mt::Tensor gy = tensor_of(c.at("gy"), fdt, device);
+    out[0].backward(gy);
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      const json& want = c.at("grads")[i];
+      if (want.is_null()) continue;
+      expect_matches(leaves[i].grad(), want, tol, name + " gradient of argument " + std::to_string(i));
+    }
+    ++n;
+  }
+  EXPECT_GT(n, 40);  // the differentiable cases were all reached
+}
+
+}  // namespace
+
+TEST(NewOpsReference, Float64MatchesPyTorch) { run_fixture(mt::kFloat64, mt::Device::cpu(), 1e-9); }
+TEST(NewOpsReference, Float32MatchesPyTorch) { run_fixture(mt::kFloat32, mt::Device::cpu(), 2e-5); }
+TEST(NewOpsReference, CudaMatchesPyTorch) {
+  REQUIRE_GPU();
+  run_fixture(mt::kFloat64, mt::Device::cuda(), 1e-9);
+  run_fixture(mt::kFloat32, mt::Device::cuda(), 2e-5);
+}
+
+// ---------------------------------------------------------------- float64 gradcheck
+
+#define EXPECT_GRADCHECK(fn, ...)                               \
+  do {                                                          \
+    std::string why;                                            \
+    EXPECT_TRUE(gradcheck(fn, {__VA_ARGS__}, {}, &why)) << why; \
+  } while (0)
+
+namespace {
+mt::Tensor leaf(const mt::Shape& s, double lo = -1, double hi = 1) {
+  mt::Tensor t = (mt::rand(s, {.dtype = mt::kFloat64}) * (hi - lo) + lo).detach();
+  return t.requires_grad_();
+}
+}  // namespace
+
+TEST(NewOpsGradcheck, Cumulative) {
+  mt::manual_seed(1);
+  auto x = leaf({3, 5});
+  EXPECT_GRADCHECK([](auto& in) { return mt::cumsum(in[0], 1); }, x);
+  EXPECT_GRADCHECK([](auto& in) { return mt::cumsum(in[0].t(), 1); }, x);
+  EXPECT_GRADCHECK([](auto& in) { return mt::cumprod(in[0], 1); }, x);
+  EXPECT_GRADCHECK([](auto& in) { return mt::cumprod(in[0], 0); }, x);
+  // Zeros in the input: the gradient is exact (no division by x).
+  auto z = mt::from_vector<double>({0.5, 0.0, 2.0, 0.0, -1.5, 3.0, 0.0, 1.25}, {2, 4}).requires_grad_();
+  EXPECT_GRADCHECK([](auto& in) { return mt::cumprod(in[0], 1); }, z);
+  std::string why;
+  EXPECT_TRUE(mt::autograd::gradgradcheck([](auto& in) { return mt::cumprod(in[0], 1); }, {z}, {}, &why)) << why;
+  EXPECT_TRUE(mt::autograd::gradgradcheck([](auto& in) { return mt::cumsum(in[0], 0); }, {x}, {}, &why)) << why;
+}
+
+TEST(NewOpsGradcheck, Losses) {
+  mt::manual_seed(2);
+  auto a = leaf({3, 4}, -2, 2), b = leaf({3, 4}, -2, 2);
+  using R = mt::nn::Reduction;
+  EXPECT_GRADCHECK([](auto& in) { return F::l1_loss(in[0], in[1], R::Sum); }, a, b);
+  EXPECT_GRADCHECK([](auto& in) { return F::smooth_l1_loss(in[0], in[1], R::Mean, 0.8); }, a, b);
+  EXPECT_GRADCHECK([](auto& in) { return F::huber_loss(in[0], in[1], R::None, 0.6); }, a, b);
+  auto p = leaf({3, 4}, 0.05, 0.95), t = leaf({3, 4}, 0, 1);
+  auto w = mt::rand({4}, {.dtype = mt::kFloat64}) + 0.5;
+  EXPECT_GRADCHECK([w](auto& in) { return F::binary_cross_entropy(in[0], in[1], {.weight = w}); }, p, t);
+  auto logp = mt::log_softmax(mt::randn({3, 5}, {.dtype = mt::kFloat64}), 1).detach().requires_grad_();
+  auto q = mt::softmax(mt::randn({3, 5}, {.dtype = mt::kFloat64}), 1).detach().requires_grad_();
+  EXPECT_GRADCHECK([](auto& in) { return F::kl_div(in[0], in[1], {.reduction = F::KlDivReduction::BatchMean}); }, logp,
+                   q);
+  EXPECT_GRADCHECK([](auto& in) { return F::kl_div(in[0], in[1], {.log_target = true}); }, logp, logp.detach() * 0.5);
+  auto y = mt::from_vector<double>({1, -1, 1, -1, 1}, {5});
+  auto u = leaf({5}), v = leaf({5});
+  EXPECT_GRADCHECK([y](auto& in) { return F::margin_ranking_loss(in[0], in[1], y, 0.1); }, u, v);
+  auto e1 = leaf({4, 3}), e2 = leaf({4, 3});
+  auto ye = mt::from_vector<double>({1, -1, -1, 1}, {4});
+  EXPECT_GRADCHECK([ye](auto& in) { return F::cosine_embedding_loss(in[0], in[1], ye, -0.9); }, e1, e2);
+}
+
+TEST(NewOpsGradcheck, NormAndSort) {
+  mt::manual_seed(3);
+  auto x = leaf({3, 4});
+  EXPECT_GRADCHECK([](auto& in) { return mt::norm(in[0]); }, x);
+  EXPECT_GRADCHECK([](auto& in) { return mt::norm(in[0], 1.0, {1}); }, x);
+  EXPECT_GRADCHECK([](auto& in) { return mt::norm(in[0], 3.0, {0}, true); }, x);
+  EXPECT_GRADCHECK([](auto& in) { return mt::norm(in[0], std::numeric_limits<double>::infinity(), {1}); }, x);
+  EXPECT_GRADCHECK([](auto& in) { return mt::sort(in[0], 1, true).values; }, x);
+  EXPECT_GRADCHECK([](auto& in) { return mt::topk(in[0], 2, 0, false).values; }, x);
+}
+
+// ---------------------------------------------------------------- edges
+
+TEST(NewOpsEdges, CumulativeDtypesAndShapes) {
+  // Integer and bool inputs give int64; int32 overflow is not wrapped.
+  auto i = mt::cumsum(mt::from_vector<int32_t>({1 << 30, 1 << 30, 5}, {3}), 0);
+  EXPECT_EQ(i.dtype(), mt::kInt64);
+  EXPECT_EQ(i.to_vector<int64_t>(), (std::vector<int64_t>{1 << 30, int64_t(1) << 31, (int64_t(1) << 31) + 5}));
+  // fp16 accumulates in fp32 and rounds once: 2048 + 1 + 1 would stay 2048 step by step in fp16.
+  auto h = mt::cumsum(mt::from_vector<float>({2048, 1, 1}, {3}, {.dtype = mt::kHalf}), 0);
+  EXPECT_EQ(h.dtype(), mt::kHalf);
+  EXPECT_EQ(h.to_vector<float>(), (std::vector<float>{2048, 2048, 2050}));
+  // Empty along another dim, 0-dim, a dim out of range.
+  EXPECT_EQ(mt::cumprod(mt::zeros({0, 3}), 1).sizes(), (mt::Shape{0, 3}));
+  EXPECT_EQ(mt::cumsum(mt::scalar_tensor(2.5), -1).item<double>(), 2.5);
+  EXPECT_ERROR(mt::cumsum(mt::zeros({2, 3}), 2), HasSubstr("cumsum"));
+  // A stepped (non-contiguous) slice.
+  auto s = mt::arange(0, 8, 1, {.dtype = mt::kFloat32}).slice(0, 1, 8, 2);  // 1 3 5 7
+  EXPECT_EQ(mt::cumsum(s, 0).to_vector<float>(), (std::vector<float>{1, 4, 9, 16}));
+  EXPECT_EQ(mt::cumprod(s, 0).to_vector<float>(), (std::vector<float>{1, 3, 15, 105}));
+}
+
+TEST(NewOpsEdges, NormZeroGradientAndErrors) {
+  auto z = mt::zeros({3}, {.dtype = mt::kFloat64, .requires_grad = true});
+  mt::norm(z).backward();
+  EXPECT_EQ(z.grad().to_vector<double>(), (std::vector<double>{0, 0, 0}));  // PyTorch: 0, not NaN
+  EXPECT_ERROR(mt::norm(mt::from_vector<int64_t>({1, 2})), HasSubstr("norm"), HasSubstr("int64"));
+  EXPECT_ERROR(mt::norm(mt::ones({2}), "nuc"), HasSubstr("nuc"));
+  EXPECT_ERROR(mt::norm(mt::ones({2}), -1.0), HasSubstr("p must be"));
+  EXPECT_ERROR(mt::topk(mt::ones({2, 3}), 4), HasSubstr("topk"), HasSubstr("k = 4"));
+  EXPECT_EQ(mt::any(mt::scalar_tensor(0.0)).item<bool>(), false);
+  EXPECT_EQ(mt::all(mt::from_vector<int64_t>({1, -3}).reshape({2, 1}).t(), {1}).to_vector<bool>(),
+            (std::vector<bool>{true}));
+}
+
+TEST(NewOpsEdges, LossErrorsAndClamp) {
+  using R = mt::nn::Reduction;
+  EXPECT_ERROR(F::l1_loss(mt::ones({2, 3}), mt::ones({3, 2})), HasSubstr("l1_loss"), HasSubstr("[3, 2]"));
+  EXPECT_ERROR(F::huber_loss(mt::ones({2}), mt::ones({2}), R::Mean, 0.0), HasSubstr("delta"));
+  EXPECT_ERROR(F::smooth_l1_loss(mt::ones({2}), mt::ones({2}), R::Mean, -1.0), HasSubstr("beta"));
+  EXPECT_ERROR(F::binary_cross_entropy(mt::tensor({0.5f, 1.5f}), mt::tensor({0, 1})), HasSubstr("between 0 and 1"));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_ERROR(F::binary_cross_entropy(mt::tensor({0.5f, nan}), mt::tensor({0, 1})), HasSubstr("NaN"));
+  EXPECT_ERROR(F::cosine_embedding_loss(mt::ones({2, 3}), mt::ones({2, 3}), mt::ones({3})),
+               HasSubstr("cosine_embedding_loss"));
+  // p = 0 and 1 with hard targets: the clamped logs give exactly 0 and 100 (PyTorch's values).
+  auto l = F::binary_cross_entropy(mt::tensor({0, 1, 0, 1}), mt::tensor({0, 1, 1, 0}), {.reduction = R::None});
+  EXPECT_EQ(l.to_vector<float>(), (std::vector<float>{0, 0, 100, 100}));
+  // Empty inputs: none gives empty, sum 0, mean NaN (as PyTorch).
+  EXPECT_EQ(F::l1_loss(mt::zeros({0}), mt::zeros({0}), R::Sum).item<float>(), 0.0f);
+  EXPECT_TRUE(std::isnan(F::l1_loss(mt::zeros({0}), mt::zeros({0})).item<float>()));
+}
+
+TEST(NewOpsAutocast, LossesRunInFp32AndBceIsRefusedUnderFp16) {
+  mt::Tensor h = (mt::rand({4}) * 0.8 + 0.1).to(mt::kHalf), t = mt::rand({4}).to(mt::kHalf);
+  {
+    mt::amp::Autocast ac(mt::kHalf);
+    EXPECT_EQ(F::l1_loss(h, t).dtype(), mt::kFloat32);
+    EXPECT_EQ(F::smooth_l1_loss(h, t).dtype(), mt::kFloat32);
+    EXPECT_EQ(F::huber_loss(h, t).dtype(), mt::kFloat32);
+    EXPECT_EQ(mt::cumsum(h, 0).dtype(), mt::kFloat32);
+    EXPECT_EQ(mt::norm(h).dtype(), mt::kFloat32);
+    EXPECT_EQ(mt::sort(h).values.dtype(), mt::kHalf);  // not in PyTorch's lists: runs in its input type
+    EXPECT_ERROR(F::binary_cross_entropy(h, t), HasSubstr("unsafe to autocast"),
+                 HasSubstr("binary_cross_entropy_with_logits"));
+  }
+  {
+    // PyTorch's CPU autocast (bf16) runs it in fp32.
+    mt::amp::Autocast ac(mt::kBFloat16);
+    EXPECT_EQ(F::binary_cross_entropy(h.to(mt::kBFloat16), t.to(mt::kBFloat16)).dtype(), mt::kFloat32);
+  }
+  // Outside autocast, fp16 stays fp16.
+  EXPECT_EQ(F::binary_cross_entropy(h, t).dtype(), mt::kHalf);
+}
+
+// ---------------------------------------------------------------- activations and modules
+
+namespace {
+// Same shape, and every element within 1e-6 (relative) or both NaN.
+bool allclose(const mt::Tensor& a, const mt::Tensor& b) {
+  if (a.sizes() != b.sizes()) return false;
+  const auto x = a.to_vector<double>(), y = b.to_vector<double>();
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!(std::fabs(x[i] - y[i]) <= 1e-6 * (1 + std::fabs(y[i]))) && !(std::isnan(x[i]) && std::isnan(y[i])))
+      return false;
+  return true;
+}
+}  // namespace
+
+TEST(NewOpsGradcheck, Activations) {
+  mt::manual_seed(4);
+  auto x = leaf({3, 4}, -2, 2);
+  EXPECT_GRADCHECK([](auto& in) { return mt::leaky_relu(in[0], 0.3); }, x);
+  EXPECT_GRADCHECK([](auto& in) { return mt::elu(in[0], 0.7); }, x);
+  EXPECT_GRADCHECK([](auto& in) { return mt::hardtanh(in[0], -0.8, 1.1); }, x);
+  auto xc = leaf({2, 3, 2}, -2, 2), w = leaf({3}, -1, 1);
+  EXPECT_GRADCHECK([](auto& in) { return mt::prelu(in[0], in[1]); }, xc, w);
+  std::string why;
+  EXPECT_TRUE(mt::autograd::gradgradcheck([](auto& in) { return mt::elu(in[0], 0.7); }, {x}, {}, &why)) << why;
+}
+
+TEST(NewOpsModules, ActivationsAndShapes) {
+  mt::manual_seed(5);
+  mt::Tensor x = mt::randn({2, 3, 4});
+  mt::nn::Sequential net(mt::nn::LeakyReLU(0.2), mt::nn::ELU(), mt::nn::Hardtanh(-0.5, 0.5), mt::nn::Identity(),
+                         mt::nn::Softplus(2.0), mt::nn::Functional([](const mt::Tensor& t) { return t * 2.0; }),
+                         mt::nn::Softmax(-1), mt::nn::LogSoftmax(1), mt::nn::PReLU(3));
+  mt::Tensor want = mt::softplus(mt::hardtanh(mt::elu(mt::leaky_relu(x, 0.2)), -0.5, 0.5), 2.0) * 2.0;
+  want = mt::log_softmax(mt::softmax(want, -1), 1);
+  want = mt::where(want > 0.0, want, want * 0.25);
+  EXPECT_TRUE(allclose(net(x), want));
+  ASSERT_EQ(net.parameters().size(), 1u);  // PReLU's weight [3], initialised to 0.25
+  EXPECT_EQ(net.parameters()[0].to_vector<float>(), (std::vector<float>{0.25f, 0.25f, 0.25f}));
+  EXPECT_EQ(mt::nn::Unflatten(1, {2, -1})(mt::zeros({5, 6})).sizes(), (mt::Shape{5, 2, 3}));
+  EXPECT_ERROR(mt::nn::Unflatten(1, {4, 2})(mt::zeros({5, 6})), HasSubstr("Unflatten"), HasSubstr("[5, 6]"));
+  EXPECT_ERROR(mt::prelu(mt::zeros({2, 3}), mt::ones({4})), HasSubstr("prelu"), HasSubstr("[4]"));
+  EXPECT_ERROR(mt::leaky_relu(mt::from_vector<int64_t>({1, -2})), HasSubstr("leaky_relu"));
+  // The PReLU weight trains: d/dw of sum(prelu(x)) is the sum of the negative x of its channel.
+  mt::nn::PReLU p(2);
+  mt::Tensor xi = mt::from_vector<float>({-1, 2, -3, -4}, {2, 2});
+  p(xi).sum().backward();
+  EXPECT_EQ(p.weight.grad().to_vector<float>(), (std::vector<float>{-4, -4}));
+}
+
+TEST(NewOpsModules, LossModulesMatchTheirFunctions) {
+  mt::manual_seed(6);
+  using R = mt::nn::Reduction;
+  mt::Tensor a = mt::randn({4, 3}), b = mt::randn({4, 3}), p = mt::rand({4, 3}) * 0.9 + 0.05;
+  mt::Tensor labels = mt::randint(0, 3, {4});
+  EXPECT_TRUE(allclose(mt::nn::MSELoss()(a, b), F::mse_loss(a, b)));
+  EXPECT_TRUE(allclose(mt::nn::L1Loss(R::Sum)(a, b), F::l1_loss(a, b, R::Sum)));
+  EXPECT_TRUE(allclose(mt::nn::SmoothL1Loss(R::Mean, 0.5)(a, b), F::smooth_l1_loss(a, b, R::Mean, 0.5)));
+  EXPECT_TRUE(allclose(mt::nn::HuberLoss(R::None, 0.3)(a, b), F::huber_loss(a, b, R::None, 0.3)));
+  EXPECT_TRUE(allclose(mt::nn::BCELoss()(p, p.detach() * 0.5), F::binary_cross_entropy(p, p * 0.5)));
+  EXPECT_TRUE(allclose(mt::nn::BCEWithLogitsLoss()(a, p), F::binary_cross_entropy_with_logits(a, p)));
+  EXPECT_TRUE(allclose(mt::nn::CrossEntropyLoss({.label_smoothing = 0.1})(a, labels),
+                       F::cross_entropy(a, labels, {.label_smoothing = 0.1})));
+  mt::Tensor lp = mt::log_softmax(a, 1);
+  EXPECT_TRUE(allclose(mt::nn::NLLLoss()(lp, labels), F::nll_loss(lp, labels)));
+  EXPECT_TRUE(allclose(mt::nn::KLDivLoss({.reduction = F::KlDivReduction::BatchMean})(lp, mt::softmax(b, 1)),
+                       F::kl_div(lp, mt::softmax(b, 1), {.reduction = F::KlDivReduction::BatchMean})));
+  EXPECT_EQ(mt::nn::HuberLoss(R::Sum, 0.3).extra_repr(), "reduction=sum, delta=0.3");
+}
