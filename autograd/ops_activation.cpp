@@ -23,7 +23,7 @@ namespace {
 template <typename Forward, typename Backward>
 Tensor activation(const char* name, const Tensor& x0, Forward forward, Backward backward) {
   MT_CHECK(x0.defined(), name, "got an undefined tensor");
-  Tensor x = amp::autocast_one(name, x0);
+  const Tensor& x = x0;  // pass-through under autocast (no entry: they run in their input's dtype, as PyTorch)
   MT_CHECK(is_floating(x.dtype()), name, "expected a floating-point input, got ", describe({x}));
   Tensor y;
   {
@@ -81,7 +81,7 @@ Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
 
 Tensor prelu(const Tensor& x0, const Tensor& weight0) {
   MT_CHECK(x0.defined() && weight0.defined(), "prelu", "got an undefined tensor");
-  auto in = amp::autocast_many("prelu", {x0, weight0});
+  auto in = amp::autocast_many(autocast_prelu, {x0, weight0});
   const Tensor &x = in[0], &w = in[1];
   MT_CHECK(is_floating(x.dtype()) && is_floating(w.dtype()), "prelu", "expected floating-point tensors, got ",
            describe({x, w}));

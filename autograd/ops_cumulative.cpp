@@ -57,9 +57,10 @@ Tensor cumprod_grad(const Tensor& x, const Tensor& g, int64_t dim) {
   return excl * b;
 }
 
-Tensor cumulative(const char* name, const Tensor& x0, int64_t dim_in, bool product) {
+Tensor cumulative(const amp::OpPolicy& policy, const Tensor& x0, int64_t dim_in, bool product) {
+  const char* name = policy.name();
   MT_CHECK(x0.defined(), name, "got an undefined tensor");
-  Tensor x = amp::autocast_one(name, x0);
+  Tensor x = amp::autocast_one(policy, x0);
   const bool scalar = x.dim() == 0;
   const int64_t dim = wrap_dim(dim_in, scalar ? 1 : x.dim(), name);
   const DType out_t = is_floating(x.dtype()) ? x.dtype() : DType::Int64;
@@ -75,12 +76,12 @@ Tensor cumulative(const char* name, const Tensor& x0, int64_t dim_in, bool produ
   }
   if (needs_grad({xr})) {
     if (product) {
-      record("CumprodBackward", {xr}, y, [sx = SavedTensor(xr), dim, compute](const Tensor& g, auto&) {
+      record("cumprod", {xr}, y, [sx = SavedTensor(xr), dim, compute](const Tensor& g, auto&) {
         Tensor x = sx.unpack();
         return Grads{cumprod_grad(x.to(compute), g.to(compute), dim).to(x.dtype())};
       });
     } else {
-      record("CumsumBackward", {xr}, y, [dim, compute, dt = xr.dtype()](const Tensor& g, auto&) {
+      record("cumsum", {xr}, y, [dim, compute, dt = xr.dtype()](const Tensor& g, auto&) {
         return Grads{scan(g.to(compute), dim, false, true).to(dt)};
       });
     }
@@ -90,7 +91,7 @@ Tensor cumulative(const char* name, const Tensor& x0, int64_t dim_in, bool produ
 
 }  // namespace
 
-Tensor cumsum(const Tensor& x, int64_t dim) { return cumulative("cumsum", x, dim, false); }
-Tensor cumprod(const Tensor& x, int64_t dim) { return cumulative("cumprod", x, dim, true); }
+Tensor cumsum(const Tensor& x, int64_t dim) { return cumulative(autocast_cumsum, x, dim, false); }
+Tensor cumprod(const Tensor& x, int64_t dim) { return cumulative(autocast_cumprod, x, dim, true); }
 
 }  // namespace mantissa

@@ -32,7 +32,7 @@ Tensor two_norm(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim)
     y = sqrt(sum(x * x, d, keepdim));
   }
   if (needs_grad({x})) {
-    record("NormBackward", {x}, y,
+    record("norm", {x}, y,
            [sx = SavedTensor(x), sy = SavedTensor(y, true), dims, keepdim](const Tensor& g, auto&) {
              Tensor x = sx.unpack();
              Tensor n = unsqueeze_dims(sy.unpack(), dims, keepdim);
@@ -55,7 +55,7 @@ Tensor p_norm(const Tensor& x, double p, const std::vector<int64_t>& dims, bool 
     y = pow(sum(pow(abs(x), p), d, keepdim), 1.0 / p);
   }
   if (needs_grad({x})) {
-    record("NormBackward", {x}, y,
+    record("norm", {x}, y,
            [sx = SavedTensor(x), sy = SavedTensor(y, true), dims, keepdim, p](const Tensor& g, auto&) {
              Tensor x = sx.unpack();
              Tensor n = unsqueeze_dims(sy.unpack(), dims, keepdim);
@@ -79,7 +79,7 @@ Tensor zero_norm(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim
     y = sum((x != 0.0).to(x.dtype()), Shape(dims.begin(), dims.end()), keepdim);
   }
   if (needs_grad({x}))
-    record("NormBackward", {x}, y, [shape = x.sizes(), dt = x.dtype(), dev = x.device()](const Tensor&, auto&) {
+    record("norm", {x}, y, [shape = x.sizes(), dt = x.dtype(), dev = x.device()](const Tensor&, auto&) {
       return Grads{zeros(shape, {.dtype = dt, .device = dev})};
     });
   return y;
@@ -89,7 +89,7 @@ Tensor zero_norm(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim
 
 Tensor norm(const Tensor& x0, double p, const Shape& dims_in, bool keepdim) {
   MT_CHECK(x0.defined(), "norm", "got an undefined tensor");
-  Tensor x = amp::autocast_one("norm", x0);
+  Tensor x = amp::autocast_one(autocast_norm, x0);
   MT_CHECK(is_floating(x.dtype()), "norm", "expected a floating-point input, got ", describe({x}),
            " (convert with .to(mt::kFloat32))");
   MT_CHECK(!std::isnan(p) && p >= 0, "norm", "p must be >= 0 (or +-inf), got ", p);

@@ -25,9 +25,10 @@ Tensor reduce(const Tensor& l, Reduction r) {
 }
 
 // Autocasts input and target and checks that they are floating tensors of one shape.
-std::vector<Tensor> pointwise_pair(const char* op, const Tensor& input, const Tensor& target) {
+std::vector<Tensor> pointwise_pair(const amp::OpPolicy& policy, const Tensor& input, const Tensor& target) {
+  const char* op = policy.name();
   MT_CHECK(input.defined() && target.defined(), op, "got an undefined tensor");
-  auto in = amp::autocast_many(op, {input, target});
+  auto in = amp::autocast_many(policy, {input, target});
   MT_CHECK(in[0].sizes() == in[1].sizes(), op, "input and target must have the same shape, got ",
            describe({in[0], in[1]}));
   MT_CHECK(is_floating(in[0].dtype()) && is_floating(in[1].dtype()), op, "expected floating-point tensors, got ",
@@ -47,13 +48,13 @@ Tensor smooth_l1(const Tensor& d, double beta) {
 namespace functional {
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
-  auto in = pointwise_pair("l1_loss", input, target);
+  auto in = pointwise_pair(autocast_l1_loss, input, target);
   return reduce(abs(in[0] - in[1]), reduction);
 }
 
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, double beta) {
   MT_CHECK(beta >= 0, "smooth_l1_loss", "beta must be >= 0, got ", beta);
-  auto in = pointwise_pair("smooth_l1_loss", input, target);
+  auto in = pointwise_pair(autocast_smooth_l1_loss, input, target);
   Tensor d = in[0] - in[1];
   // beta = 0 is l1_loss, with its gradient 0 at d = 0 (PyTorch's smooth-l1 kernel gives -1 there,
   // to the input and to the target alike).
@@ -62,7 +63,7 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduc
 
 Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction, double delta) {
   MT_CHECK(delta > 0, "huber_loss", "delta must be > 0, got ", delta);
-  auto in = pointwise_pair("huber_loss", input, target);
+  auto in = pointwise_pair(autocast_huber_loss, input, target);
   Tensor d = in[0] - in[1], a = abs(d);
   return reduce(where(a < delta, 0.5 * (d * d), delta * (a - 0.5 * delta)), reduction);
 }
@@ -79,7 +80,7 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Bce
            "): a sigmoid right before it loses the precision its logs need. Combine the two with "
            "binary_cross_entropy_with_logits (nn::BCEWithLogitsLoss), which is safe to autocast, or compute "
            "this loss outside the autocast region");
-  auto in = amp::autocast_many(op, {input, target, o.weight});
+  auto in = amp::autocast_many(autocast_binary_cross_entropy, {input, target, o.weight});
   const Tensor &x = in[0], &y = in[1], &w = in[2];
   MT_CHECK(x.sizes() == y.sizes(), op, "target must have the same shape as the input, got ", describe({x, y}));
   MT_CHECK(is_floating(x.dtype()) && is_floating(y.dtype()) && (!w.defined() || is_floating(w.dtype())), op,
@@ -125,7 +126,7 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Bce
 Tensor kl_div(const Tensor& input, const Tensor& target, const KlDivOptions& o) {
   const char* op = "kl_div";
   MT_CHECK(input.defined() && target.defined(), op, "got an undefined tensor");
-  auto in = amp::autocast_many(op, {input, target});
+  auto in = amp::autocast_many(autocast_kl_div, {input, target});
   const Tensor &x = in[0], &t = in[1];
   MT_CHECK(is_floating(x.dtype()) && is_floating(t.dtype()), op, "expected floating-point tensors, got ",
            describe({x, t}));
@@ -157,7 +158,7 @@ Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Ten
                            Reduction reduction) {
   const char* op = "margin_ranking_loss";
   MT_CHECK(input1.defined() && input2.defined() && target.defined(), op, "got an undefined tensor");
-  auto in = amp::autocast_many(op, {input1, input2, target});
+  auto in = amp::autocast_many(autocast_margin_ranking_loss, {input1, input2, target});
   MT_CHECK(is_floating(in[0].dtype()) && is_floating(in[1].dtype()), op, "expected floating-point inputs, got ",
            describe({in[0], in[1], in[2]}));
   launch::check_same_device(op, {in[0], in[1], in[2]});
@@ -169,7 +170,7 @@ Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const T
                              Reduction reduction) {
   const char* op = "cosine_embedding_loss";
   MT_CHECK(input1.defined() && input2.defined() && target.defined(), op, "got an undefined tensor");
-  auto in = amp::autocast_many(op, {input1, input2, target});
+  auto in = amp::autocast_many(autocast_cosine_embedding_loss, {input1, input2, target});
   const Tensor &a = in[0], &b = in[1], &y = in[2];
   MT_CHECK(a.sizes() == b.sizes() && (a.dim() == 1 || a.dim() == 2) && y.dim() == a.dim() - 1 &&
                (a.dim() == 1 || y.size(0) == a.size(0)),
