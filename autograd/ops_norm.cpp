@@ -32,15 +32,14 @@ Tensor two_norm(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim)
     y = sqrt(sum(x * x, d, keepdim));
   }
   if (needs_grad({x})) {
-    record("norm", {x}, y,
-           [sx = SavedTensor(x), sy = SavedTensor(y, true), dims, keepdim](const Tensor& g, auto&) {
-             Tensor x = sx.unpack();
-             Tensor n = unsqueeze_dims(sy.unpack(), dims, keepdim);
-             Tensor zero = n == 0.0;
-             Tensor safe = where(zero, ones_like(n), n);
-             Tensor gn = where(zero, zeros_like(n), unsqueeze_dims(g, dims, keepdim) / safe);
-             return Grads{x * gn};
-           });
+    record("norm", {x}, y, [sx = SavedTensor(x), sy = SavedTensor(y, true), dims, keepdim](const Tensor& g, auto&) {
+      Tensor x = sx.unpack();
+      Tensor n = unsqueeze_dims(sy.unpack(), dims, keepdim);
+      Tensor zero = n == 0.0;
+      Tensor safe = where(zero, ones_like(n), n);
+      Tensor gn = where(zero, zeros_like(n), unsqueeze_dims(g, dims, keepdim) / safe);
+      return Grads{x * gn};
+    });
   }
   return y;
 }
@@ -55,18 +54,17 @@ Tensor p_norm(const Tensor& x, double p, const std::vector<int64_t>& dims, bool 
     y = pow(sum(pow(abs(x), p), d, keepdim), 1.0 / p);
   }
   if (needs_grad({x})) {
-    record("norm", {x}, y,
-           [sx = SavedTensor(x), sy = SavedTensor(y, true), dims, keepdim, p](const Tensor& g, auto&) {
-             Tensor x = sx.unpack();
-             Tensor n = unsqueeze_dims(sy.unpack(), dims, keepdim);
-             Tensor gk = unsqueeze_dims(g, dims, keepdim);
-             Tensor zero_x = x == 0.0;
-             Tensor ax = where(zero_x, ones_like(x), abs(x));  // |x|, with 1 where x is 0 (masked below)
-             Tensor scaled = where(zero_x, zeros_like(x), sign(x) * pow(ax, p - 1));
-             Tensor zero_n = n == 0.0;
-             Tensor scale = where(zero_n, zeros_like(n), gk / pow(where(zero_n, ones_like(n), n), p - 1));
-             return Grads{scaled * scale};
-           });
+    record("norm", {x}, y, [sx = SavedTensor(x), sy = SavedTensor(y, true), dims, keepdim, p](const Tensor& g, auto&) {
+      Tensor x = sx.unpack();
+      Tensor n = unsqueeze_dims(sy.unpack(), dims, keepdim);
+      Tensor gk = unsqueeze_dims(g, dims, keepdim);
+      Tensor zero_x = x == 0.0;
+      Tensor ax = where(zero_x, ones_like(x), abs(x));  // |x|, with 1 where x is 0 (masked below)
+      Tensor scaled = where(zero_x, zeros_like(x), sign(x) * pow(ax, p - 1));
+      Tensor zero_n = n == 0.0;
+      Tensor scale = where(zero_n, zeros_like(n), gk / pow(where(zero_n, ones_like(n), n), p - 1));
+      return Grads{scaled * scale};
+    });
   }
   return y;
 }

@@ -5,6 +5,7 @@
 #include <limits>
 #include <numeric>
 
+#include "core/cpu/kernels.h"
 #include "core/error.h"
 #include "core/launch.h"
 
@@ -36,99 +37,17 @@ KernelTracer* rec() {
 
 // ---------------------------------------------------------------- twin tables
 // Each entry runs the real CPU kernel, then lets the tracer record it.
-const Backend& twin_backend() {
-  static const Backend t{
-      .copy =
-          [](const Tensor& src, const Tensor& dst) {
-            cpu_backend().copy(src, dst);
-            if (KernelTracer* k = rec()) k->copy(src, dst);
-          },
-      .fill =
-          [](const Tensor& dst, const Scalar& v) {
-            cpu_backend().fill(dst, v);
-            if (KernelTracer* k = rec()) k->fill(dst);
-          },
-      .unary =
-          [](UnaryOp op, const Tensor& in, const Tensor& out, double a, double b) {
-            cpu_backend().unary(op, in, out, a, b);
-            if (KernelTracer* k = rec()) k->unary(op, in, out, a, b);
-          },
-      .binary =
-          [](BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-            cpu_backend().binary(op, a, b, out);
-            if (KernelTracer* k = rec()) k->binary(op, a, b, out);
-          },
-      .where =
-          [](const Tensor& c, const Tensor& a, const Tensor& b, const Tensor& out) {
-            cpu_backend().where(c, a, b, out);
-            if (KernelTracer* k = rec()) k->where(c, a, b, out);
-          },
-      .reduce =
-          [](ReduceOp op, const Tensor& in, const Tensor& out) {
-            cpu_backend().reduce(op, in, out);
-            if (KernelTracer* k = rec()) k->reduce(op, in, out);
-          },
-      .var_mean =
-          [](const Tensor& in, const Tensor& var, const Tensor& mean, int64_t correction) {
-            cpu_backend().var_mean(in, var, mean, correction);
-            if (KernelTracer* k = rec()) k->var_mean(in, var, mean, correction);
-          },
-      .softmax =
-          [](const Tensor& in, const Tensor& out, bool log) {
-            cpu_backend().softmax(in, out, log);
-            if (KernelTracer* k = rec()) k->softmax(in, out, log);
-          },
-      .matmul =
-          [](const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
-            cpu_backend().matmul(a, b, bias, out);
-            if (KernelTracer* k = rec()) k->matmul(a, b, bias, out);
-          },
-      .index_select =
-          [](const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) {
-            cpu_backend().index_select(in, dim, index, out);
-            if (KernelTracer* k = rec()) k->index_select(in, dim, index, out);
-          },
-      .gather =
-          [](const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) {
-            cpu_backend().gather(in, dim, index, out);
-            if (KernelTracer* k = rec()) k->gather(in, dim, index, out);
-          },
-      .scatter_add =
-          [](const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
-            if (KernelTracer* k = rec()) k->unsupported("scatter_add", {&out, &index, &src});
-            cpu_backend().scatter_add(out, dim, index, src);
-          },
-      .accumulate_grad =
-          [](const Tensor& src, const Tensor& dst, bool init, const Tensor& found_inf) {
-            if (KernelTracer* k = rec()) k->unsupported("accumulate_grad", {&src, &dst});
-            cpu_backend().accumulate_grad(src, dst, init, found_inf);
-          },
-      .fused_optimizer_step =
-          [](const FusedStepArgs& args) {
-            if (KernelTracer* k = rec()) k->unsupported("fused_optimizer_step", {});
-            cpu_backend().fused_optimizer_step(args);
-          },
-      .update_scale =
-          [](const Tensor& scale, const Tensor& counters, const Tensor& found_inf, const math::ScaleUpdate& rule) {
-            cpu_backend().update_scale(scale, counters, found_inf, rule);
-          },
-      .dropout_mask =
-          [](const Tensor& out, double p, uint64_t seed) {
-            cpu_backend().dropout_mask(out, p, seed);
-            if (KernelTracer* k = rec()) k->fill(out);  // a random constant: only in training
-          },
-  };
-  return t;
-}
 
-// The tensor arguments of an nn kernel, for the unsupported ones.
+// The tensor arguments of a kernel, for the unsupported ones.
 template <typename T>
 void tensors_of(std::vector<const Tensor*>& v, const T& a) {
   if constexpr (std::is_same_v<T, Tensor>) v.push_back(&a);
 }
 
-const NnKernels& twin_nn() {
-  // Unmapped kernels (backward passes, unfold, training batch norm, losses) refuse traced inputs.
+// A kernel with no ONNX mapping runs and refuses traced inputs (an error naming it). Both twins
+// start with every entry of their kernel list so (core/backend.h, core/nn_kernels.h), then
+// assign the recorded ones: a kernel added to a list later is refused by an export, never a
+// null pointer here.
 #define MT_UNSUPPORTED(name)                                     \
   [](auto... args) {                                             \
     if (KernelTracer* k = rec()) {                               \
@@ -138,65 +57,123 @@ const NnKernels& twin_nn() {
     }                                                            \
     cpu::name(args...);                                          \
   }
-  static const NnKernels t{
-      .conv2d_forward =
-          [](const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, const Conv2dGeometry& g) {
-            cpu::conv2d_forward(x, w, bias, y, g);
-            if (KernelTracer* k = rec()) k->conv2d(x, w, bias, y, g);
-          },
-      .conv2d_backward = MT_UNSUPPORTED(conv2d_backward),
-      .im2col = MT_UNSUPPORTED(im2col),
-      .col2im = MT_UNSUPPORTED(col2im),
-      .max_pool2d =
-          [](const Tensor& x, const Tensor& y, const Tensor& indices, const Pool2dGeometry& g) {
-            cpu::max_pool2d(x, y, indices, g);
-            if (KernelTracer* k = rec()) k->max_pool2d(x, y, indices, g);
-          },
-      .max_pool2d_backward = MT_UNSUPPORTED(max_pool2d_backward),
-      .avg_pool2d =
-          [](const Tensor& x, const Tensor& y, const Pool2dGeometry& g) {
-            cpu::avg_pool2d(x, y, g);
-            if (KernelTracer* k = rec()) k->avg_pool2d(x, y, g, false);
-          },
-      .avg_pool2d_backward = MT_UNSUPPORTED(avg_pool2d_backward),
-      .adaptive_avg_pool2d =
-          [](const Tensor& x, const Tensor& y, const Pool2dGeometry& g) {
-            cpu::adaptive_avg_pool2d(x, y, g);
-            if (KernelTracer* k = rec()) k->avg_pool2d(x, y, g, true);
-          },
-      .adaptive_avg_pool2d_backward = MT_UNSUPPORTED(adaptive_avg_pool2d_backward),
-      .layer_norm =
-          [](const Tensor& x, const Tensor& w, const Tensor& b, double eps, const Tensor& y, const Tensor& mean,
-             const Tensor& rstd) {
-            cpu::layer_norm(x, w, b, eps, y, mean, rstd);
-            if (KernelTracer* k = rec()) k->layer_norm(x, w, b, eps, y, mean, rstd);
-          },
-      .layer_norm_backward = MT_UNSUPPORTED(layer_norm_backward),
-      .batch_norm_stats = MT_UNSUPPORTED(batch_norm_stats),
-      .batch_norm_apply =
-          [](const Tensor& x, const Tensor& scale, const Tensor& shift, const Tensor& y) {
-            cpu::batch_norm_apply(x, scale, shift, y);
-            if (KernelTracer* k = rec()) k->batch_norm_apply(x, scale, shift, y);
-          },
-      .batch_norm_backward = MT_UNSUPPORTED(batch_norm_backward),
-      .cross_entropy = MT_UNSUPPORTED(cross_entropy),
-      .cross_entropy_backward = MT_UNSUPPORTED(cross_entropy_backward),
-      .attention_forward =
-          [](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Tensor& out,
-             const Tensor& lse, const AttentionGeometry& g) {
-            cpu::attention_forward(q, k, v, mask, out, lse, g);
-            if (KernelTracer* t = rec()) t->attention(q, k, v, mask, out, lse, g);
-          },
-      .attention_backward = MT_UNSUPPORTED(attention_backward),
-      .triangle =
-          [](const Tensor& in, const Tensor& out, int64_t diagonal, bool upper) {
-            cpu::triangle(in, out, diagonal, upper);
-            if (KernelTracer* k = rec()) k->triangle(in, out, diagonal, upper);
-          },
-  };
-#undef MT_UNSUPPORTED
-  return t;
+#define MT_UNSUPPORTED_ENTRY(name, ...) .name = MT_UNSUPPORTED(name),
+const Backend& twin_backend() {
+  static const Backend table = [] {
+    Backend t{MT_BACKEND_KERNELS(MT_UNSUPPORTED_ENTRY)};
+    t.copy = [](const Tensor& src, const Tensor& dst) {
+      cpu_backend().copy(src, dst);
+      if (KernelTracer* k = rec()) k->copy(src, dst);
+    };
+    t.fill = [](const Tensor& dst, const Scalar& v) {
+      cpu_backend().fill(dst, v);
+      if (KernelTracer* k = rec()) k->fill(dst);
+    };
+    t.unary = [](UnaryOp op, const Tensor& in, const Tensor& out, double a, double b) {
+      cpu_backend().unary(op, in, out, a, b);
+      if (KernelTracer* k = rec()) k->unary(op, in, out, a, b);
+    };
+    t.binary = [](BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+      cpu_backend().binary(op, a, b, out);
+      if (KernelTracer* k = rec()) k->binary(op, a, b, out);
+    };
+    t.where = [](const Tensor& c, const Tensor& a, const Tensor& b, const Tensor& out) {
+      cpu_backend().where(c, a, b, out);
+      if (KernelTracer* k = rec()) k->where(c, a, b, out);
+    };
+    t.reduce = [](ReduceOp op, const Tensor& in, const Tensor& out) {
+      cpu_backend().reduce(op, in, out);
+      if (KernelTracer* k = rec()) k->reduce(op, in, out);
+    };
+    t.var_mean = [](const Tensor& in, const Tensor& var, const Tensor& mean, int64_t correction) {
+      cpu_backend().var_mean(in, var, mean, correction);
+      if (KernelTracer* k = rec()) k->var_mean(in, var, mean, correction);
+    };
+    t.softmax = [](const Tensor& in, const Tensor& out, bool log) {
+      cpu_backend().softmax(in, out, log);
+      if (KernelTracer* k = rec()) k->softmax(in, out, log);
+    };
+    t.matmul = [](const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
+      cpu_backend().matmul(a, b, bias, out);
+      if (KernelTracer* k = rec()) k->matmul(a, b, bias, out);
+    };
+    t.index_select = [](const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) {
+      cpu_backend().index_select(in, dim, index, out);
+      if (KernelTracer* k = rec()) k->index_select(in, dim, index, out);
+    };
+    t.gather = [](const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) {
+      cpu_backend().gather(in, dim, index, out);
+      if (KernelTracer* k = rec()) k->gather(in, dim, index, out);
+    };
+    t.scatter_add = [](const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
+      if (KernelTracer* k = rec()) k->unsupported("scatter_add", {&out, &index, &src});
+      cpu_backend().scatter_add(out, dim, index, src);
+    };
+    t.accumulate_grad = [](const Tensor& src, const Tensor& dst, bool init, const Tensor& found_inf) {
+      if (KernelTracer* k = rec()) k->unsupported("accumulate_grad", {&src, &dst});
+      cpu_backend().accumulate_grad(src, dst, init, found_inf);
+    };
+    t.fused_optimizer_step = [](const FusedStepArgs& args) {
+      if (KernelTracer* k = rec()) k->unsupported("fused_optimizer_step", {});
+      cpu_backend().fused_optimizer_step(args);
+    };
+    t.update_scale = [](const Tensor& scale, const Tensor& counters, const Tensor& found_inf,
+                        const math::ScaleUpdate& rule) {
+      cpu_backend().update_scale(scale, counters, found_inf, rule);
+    };
+    t.dropout_mask = [](const Tensor& out, double p, uint64_t seed) {
+      cpu_backend().dropout_mask(out, p, seed);
+      if (KernelTracer* k = rec()) k->fill(out);  // a random constant: only in training
+    };
+    return t;
+  }();
+  return table;
 }
+
+const NnKernels& twin_nn() {
+  static const NnKernels table = [] {
+    NnKernels t{MT_NN_KERNELS(MT_UNSUPPORTED_ENTRY)};
+    t.conv2d_forward = [](const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+                          const Conv2dGeometry& g) {
+      cpu::conv2d_forward(x, w, bias, y, g);
+      if (KernelTracer* k = rec()) k->conv2d(x, w, bias, y, g);
+    };
+    t.max_pool2d = [](const Tensor& x, const Tensor& y, const Tensor& indices, const Pool2dGeometry& g) {
+      cpu::max_pool2d(x, y, indices, g);
+      if (KernelTracer* k = rec()) k->max_pool2d(x, y, indices, g);
+    };
+    t.avg_pool2d = [](const Tensor& x, const Tensor& y, const Pool2dGeometry& g) {
+      cpu::avg_pool2d(x, y, g);
+      if (KernelTracer* k = rec()) k->avg_pool2d(x, y, g, false);
+    };
+    t.adaptive_avg_pool2d = [](const Tensor& x, const Tensor& y, const Pool2dGeometry& g) {
+      cpu::adaptive_avg_pool2d(x, y, g);
+      if (KernelTracer* k = rec()) k->avg_pool2d(x, y, g, true);
+    };
+    t.layer_norm = [](const Tensor& x, const Tensor& w, const Tensor& b, double eps, const Tensor& y,
+                      const Tensor& mean, const Tensor& rstd) {
+      cpu::layer_norm(x, w, b, eps, y, mean, rstd);
+      if (KernelTracer* k = rec()) k->layer_norm(x, w, b, eps, y, mean, rstd);
+    };
+    t.batch_norm_apply = [](const Tensor& x, const Tensor& scale, const Tensor& shift, const Tensor& y) {
+      cpu::batch_norm_apply(x, scale, shift, y);
+      if (KernelTracer* k = rec()) k->batch_norm_apply(x, scale, shift, y);
+    };
+    t.attention_forward = [](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Tensor& out,
+                             const Tensor& lse, const AttentionGeometry& g) {
+      cpu::attention_forward(q, k, v, mask, out, lse, g);
+      if (KernelTracer* t = rec()) t->attention(q, k, v, mask, out, lse, g);
+    };
+    t.triangle = [](const Tensor& in, const Tensor& out, int64_t diagonal, bool upper) {
+      cpu::triangle(in, out, diagonal, upper);
+      if (KernelTracer* k = rec()) k->triangle(in, out, diagonal, upper);
+    };
+    return t;
+  }();
+  return table;
+}
+#undef MT_UNSUPPORTED_ENTRY
+#undef MT_UNSUPPORTED
 
 }  // namespace
 
@@ -697,11 +674,13 @@ void KernelTracer::var_mean(const Tensor& in, const Tensor& var, const Tensor& m
 
 void KernelTracer::softmax(const Tensor& in, const Tensor& out, bool log) {
   if (!traced(in)) return;
-  const int64_t n = in.dim() > 0 ? in.sizes().back() : 1;
+  // in, out: [outer, n] or [outer, n, inner] views (core/backend.h): softmax along n, axis 1.
+  const int64_t n = in.dim() == 3 ? in.size(1) : (in.dim() > 0 ? in.sizes().back() : 1);
   const int64_t outer = n > 0 ? in.numel() / n : 0;
-  Value v = reshape(value_of(in), {outer, n});
+  const Shape rows = in.dim() == 3 ? in.sizes() : Shape{outer, n};
+  Value v = reshape(value_of(in), rows);
   std::string y = g_.node(log ? "LogSoftmax" : "Softmax", {g_.cast(v.name, DType::Float32)}, {A::integer("axis", 1)});
-  Value r = reshape(Value{g_.cast(y, out.dtype()), {outer, n}, v.batch_dim}, out.sizes());
+  Value r = reshape(Value{g_.cast(y, out.dtype()), rows, v.batch_dim}, out.sizes());
   define(out, r.name, r.batch_dim);
 }
 
