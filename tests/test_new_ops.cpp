@@ -382,3 +382,22 @@ TEST(NewOpsModules, LossModulesMatchTheirFunctions) {
                        F::kl_div(lp, mt::softmax(b, 1), {.reduction = F::KlDivReduction::BatchMean})));
   EXPECT_EQ(mt::nn::HuberLoss(R::Sum, 0.3).extra_repr(), "reduction=sum, delta=0.3");
 }
+
+TEST(NewOpsEdges, ActivationsInEveryFloatDtype) {
+  // fp16 / bf16 / fp32 inputs against the float64 values of the same (rounded) inputs.
+  mt::Tensor x = mt::from_vector<double>({-3, -0.5, -1e-4, 0, 0.25, 2}, {6});
+  for (mt::DType t : {mt::kFloat32, mt::kHalf, mt::kBFloat16}) {
+    const double tol = t == mt::kFloat32 ? 1e-6 : (t == mt::kHalf ? 1e-3 : 8e-3);
+    auto check = [&](const mt::Tensor& got, const mt::Tensor& want, const char* what) {
+      EXPECT_EQ(got.dtype(), t) << what;
+      const auto g = got.to_vector<double>(), w = want.to_vector<double>();
+      for (size_t i = 0; i < g.size(); ++i)
+        EXPECT_NEAR(g[i], w[i], tol * (1 + std::fabs(w[i]))) << what << " " << mt::dtype_name(t) << " " << i;
+    };
+    check(mt::leaky_relu(x.to(t), 0.2), mt::leaky_relu(x.to(t).to(mt::kFloat64), 0.2), "leaky_relu");
+    check(mt::elu(x.to(t), 1.5), mt::elu(x.to(t).to(mt::kFloat64), 1.5), "elu");
+    check(mt::hardtanh(x.to(t), -1, 1), mt::hardtanh(x.to(t).to(mt::kFloat64), -1, 1), "hardtanh");
+  }
+  // elu keeps expm1's relative accuracy near 0 (exp(x) - 1 would not, in float32).
+  EXPECT_NEAR(mt::elu(mt::tensor({-1e-6f})).item<float>(), std::expm1(-1e-6), 1e-13);
+}
