@@ -58,7 +58,9 @@ void remove_stale_temps(const std::string& path, const std::string& keep) {
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
     if (!is_temp_of(name, base)) continue;
-    const std::string full = dir + "/" + name;
+    std::string full = dir;
+    full += '/';
+    full += name;
     if (full == keep) continue;
     // O_NOFOLLOW | O_NONBLOCK: a planted link or FIFO is neither followed nor waited on.
     const int fd = ::open(full.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);

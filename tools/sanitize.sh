@@ -7,8 +7,8 @@
 #  tsan: TSan over the DataLoader, autograd-engine and training tests (test_data,
 #        test_autograd, test_train) and the two-thread programs of
 #        test_reliability_threads (two threads training their own models, two running
-#        inference on one shared model), in build-tsan. OMP_NUM_THREADS=1: libgomp is not
-#        TSan-instrumented, so its barriers would be reported as races.
+#        inference on one shared model), in build-tsan. OMP_NUM_THREADS=1: the OpenMP
+#        runtime is not TSan-instrumented, so its barriers would be reported as races.
 # Environment: JOBS (default: cores), NICE (default 19), CTEST_JOBS (default 2).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
