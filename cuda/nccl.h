@@ -75,7 +75,7 @@ inline constexpr bool kAvailable = false;
 inline std::string unique_id() { MT_FAIL("nccl", "mantissa was built without NCCL (needs the CUDA backend and NCCL)"); }
 class Comm {
  public:
-  static std::unique_ptr<Comm> create(const std::string&, int, int, int) {
+  static std::unique_ptr<Comm> create(const std::string&, int, int, int, double = 300) {
     MT_FAIL("nccl", "mantissa was built without NCCL (needs the CUDA backend and NCCL)");
   }
   int device() const { return 0; }
