@@ -1,18 +1,15 @@
 #include "onnx/export.h"
 
-#include <fcntl.h>
 #include <onnx/checker.h>
 #include <onnx/shape_inference/implementation.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <optional>
 #include <thread>
 
 #include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/profiler.h"
 #include "onnx/tracer.h"
@@ -127,43 +124,12 @@ void store_weights_in_half(Graph& g, const std::unordered_map<std::string, Tenso
   graph.mutable_node()->Swap(kept.mutable_node());
 }
 
-// The model bytes at `path`: a temporary file in the destination folder, synced, then renamed
-// over `path` (a failure removes the temporary and leaves any previous file unchanged), as
-// save_safetensors writes checkpoints.
+// The model bytes at `path`, through the one atomic writer (core/atomic_file.h) that
+// checkpoints use: a failure leaves any previous file unchanged and no temporary behind.
 void write_atomically(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp";
-  auto fail = [&](const char* what) {
-    const std::string err = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    MT_FAIL(kOp, what, " '", tmp, "': ", err, " (the previous '", path, "', if any, is unchanged)");
-  };
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    const std::string err = std::strerror(errno);
-    MT_FAIL(kOp, "cannot create '", tmp, "': ", err, " (the previous '", path, "', if any, is unchanged)");
-  }
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::close(fd);
-      fail("cannot write");
-    }
-    done += size_t(n);
-  }
-  if (::fsync(fd) != 0) {
-    ::close(fd);
-    fail("cannot sync");
-  }
-  if (::close(fd) != 0) fail("cannot close");
-  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename");
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  const int d = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (d >= 0) {
-    (void)::fsync(d);
-    ::close(d);
-  }
+  AtomicFile file(kOp, path);
+  file.write(bytes.data(), bytes.size());
+  file.commit();
 }
 
 std::string name_at(const std::vector<std::string>& names, size_t i, const char* prefix) {
