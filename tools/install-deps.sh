@@ -20,7 +20,9 @@ packages=(
   clang-tidy                 # tools/tidy.sh: bugprone/performance checks on changed files
   libdnnl-dev                # oneDNN 2.6: bf16/fp32 CPU matmul and convolution (optional: Eigen without it)
   libonnx-dev libprotobuf-dev  # ONNX 1.12 + protobuf: the exporter, mantissa::onnx (optional: not built without them)
-  nodejs npm                 # tools/onnx-runtime.sh: ONNX Runtime from npm for tests/onnx/test_onnx_runtime.cpp
+  python3-onnx               # the examples' --export smoke tests check the written model with onnx.checker
+  libonnx-testdata           # ONNX's backend node tests, run through Mantissa's ops (tests/onnx/test_onnx_node_suite.cpp)
+  nodejs                     # tools/onnx-run.js runs ONNX Runtime (installed once by tools/onnx-runtime.sh with npm; its test skips without it)
   python3-matplotlib         # tools/plot_runs.py only (plots of --metrics files); no build or test needs it
   "$@"
 )
