@@ -62,7 +62,8 @@ struct Backend {
   void (*reduce)(ReduceOp op, const Tensor& in, const Tensor& out);
   // in: contiguous [outer, n]; out: [outer] mean and (unbiased by `correction`) variance.
   void (*var_mean)(const Tensor& in, const Tensor& var, const Tensor& mean, int64_t correction);
-  // in, out: contiguous [outer, n]; softmax or log_softmax along n, computed in fp32.
+  // in, out: contiguous [outer, n] or [outer, n, inner] (any floating dtypes); softmax or log_softmax
+  // along n, computed in fp32 (fp64 when either is fp64). The backward is NnKernels::softmax_backward.
   void (*softmax)(const Tensor& in, const Tensor& out, bool log);
   // a: [B, M, K], b: [B, K, N] (any strides with unit stride in one of the last two dims or
   // contiguous); bias: undefined or contiguous [N] of out's dtype, added to every row in the
