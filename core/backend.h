@@ -68,8 +68,8 @@ struct FusedStepArgs {
   X(reduce, (ReduceOp op, const Tensor& in, const Tensor& out), ByOp)                                             \
   /* in: contiguous [outer, n]; out: [outer] mean and (unbiased by `correction`) variance. */                     \
   X(var_mean, (const Tensor& in, const Tensor& var, const Tensor& mean, int64_t correction), Named)               \
-  /* in, out: contiguous [outer, n] or [outer, n, inner]; softmax or log_softmax along n, computed */             \
-  /* in fp32; out is in's dtype or float32 (autocast's fp32 policy reads a bf16/fp16 input as is). */             \
+  /* in, out: contiguous [outer, n] or [outer, n, inner] (any floating dtypes); softmax or log_softmax */         \
+  /* along n, computed in fp32 (fp64 when either is fp64). The backward is NnKernels::softmax_backward. */        \
   X(softmax, (const Tensor& in, const Tensor& out, bool log), Softmax)                                            \
   /* a: [B, M, K], b: [B, K, N] (any strides with unit stride in one of the last two dims or */                   \
   /* contiguous); bias: undefined or contiguous [N] of out's dtype, added to every row in the */                  \

@@ -119,7 +119,7 @@ void softmax_columns(const T* x, O* y, int64_t n, int64_t inner, int64_t nc, boo
   for (int64_t j = 0; j < n; ++j) {
     const T* p = x + j * inner;
     O* q = y + j * inner;
-    if (log) {
+    if (log) {  // NOLINT(bugprone-branch-clone): the loops differ; clang-tidy 14 compares omp simd without them
 #pragma omp simd
       for (int64_t c = 0; c < nc; ++c) store_acc(q, c, Acc((load_acc<Acc>(p, c) - mx[c]) - sum[c]));
     } else {
@@ -133,7 +133,7 @@ void softmax_columns(const T* x, O* y, int64_t n, int64_t inner, int64_t nc, boo
 template <typename Acc, typename Y, typename G>
 void softmax_backward_row(const Y* y, const Y* g, G* gx, int64_t n, bool log) {
   Acc s = 0;
-  if (log) {
+  if (log) {  // NOLINT(bugprone-branch-clone): the loops differ; clang-tidy 14 compares omp simd without them
 #pragma omp simd reduction(+ : s)
     for (int64_t i = 0; i < n; ++i) s += load_acc<Acc>(g, i);
 #pragma omp simd
@@ -153,7 +153,7 @@ void softmax_backward_columns(const Y* y, const Y* g, G* gx, int64_t n, int64_t 
   for (int64_t j = 0; j < n; ++j) {
     const Y* py = y + j * inner;
     const Y* pg = g + j * inner;
-    if (log) {
+    if (log) {  // NOLINT(bugprone-branch-clone): the loops differ; clang-tidy 14 compares omp simd without them
 #pragma omp simd
       for (int64_t c = 0; c < nc; ++c) s[c] += load_acc<Acc>(pg, c);
     } else {
@@ -165,7 +165,7 @@ void softmax_backward_columns(const Y* y, const Y* g, G* gx, int64_t n, int64_t 
     const Y* py = y + j * inner;
     const Y* pg = g + j * inner;
     G* q = gx + j * inner;
-    if (log) {
+    if (log) {  // NOLINT(bugprone-branch-clone): the loops differ; clang-tidy 14 compares omp simd without them
 #pragma omp simd
       for (int64_t c = 0; c < nc; ++c)
         store_acc(q, c, Acc(load_acc<Acc>(pg, c) - math::exp_acc(load_acc<Acc>(py, c)) * s[c]));
