@@ -2,14 +2,15 @@
 //   #include <mantissa.h>
 //   namespace mt = mantissa;
 #pragma once
-#include "autograd/autocast.h"
+#include "amp/autocast.h"
+#include "amp/autocast_policy.h"
+#include "amp/grad_scaler.h"
+#include "amp/report.h"
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
-#include "core/amp_report.h"
-#include "core/autocast_policy.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -47,7 +48,6 @@
 #include "optim/adamw.h"
 #include "optim/checkpoint.h"
 #include "optim/clip_grad.h"
-#include "optim/grad_scaler.h"
 #include "optim/lr_scheduler.h"
 #include "optim/lr_schedulers_extra.h"
 #include "optim/one_cycle_lr.h"

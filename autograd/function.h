@@ -23,7 +23,7 @@
 #include <tuple>
 #include <vector>
 
-#include "autograd/autocast.h"
+#include "amp/autocast.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "core/error.h"

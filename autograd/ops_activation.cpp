@@ -6,7 +6,7 @@
 // passes what PyTorch's does.
 #include <cmath>
 
-#include "autograd/autocast.h"
+#include "amp/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
 

@@ -2,12 +2,12 @@
 #include <cmath>
 #include <limits>
 
-#include "autograd/autocast.h"
+#include "amp/autocast.h"
 #include "autograd/op_helpers.h"
 #include "core/nn_kernels.h"
 #include "core/random.h"
 
-// Autocast categories of the ops defined here (core/autocast_policy.h).
+// Autocast categories of the ops defined here (amp/autocast_policy.h).
 MT_DECLARE_CAST_POLICY(scaled_dot_product_attention, LowerPrecision);
 
 namespace mantissa {

@@ -2,7 +2,7 @@
 // device and double backward works): an inclusive scan in ceil(log2 n) steps of
 // "combine with the copy shifted by 1, 2, 4, ..." (Hillis-Steele). fp16/bf16 scan in fp32 and
 // round once, as PyTorch accumulates them; integer and bool inputs give int64, as torch does.
-#include "autograd/autocast.h"
+#include "amp/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
 

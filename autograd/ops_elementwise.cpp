@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "autograd/autocast.h"
+#include "amp/autocast.h"
 #include "autograd/op_helpers.h"
 
-// Autocast categories of the ops defined here (core/autocast_policy.h).
+// Autocast categories of the ops defined here (amp/autocast_policy.h).
 MT_DECLARE_CAST_POLICY(where, Promote);
 
 namespace mantissa {

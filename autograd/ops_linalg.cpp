@@ -1,9 +1,9 @@
 // matmul: torch.matmul semantics (1-D, 2-D and broadcast-batched) on top of one
 // batched GEMM node whose backward is two more matmuls (so it differentiates again).
-#include "autograd/autocast.h"
+#include "amp/autocast.h"
 #include "autograd/op_helpers.h"
 
-// Autocast categories of the ops defined here (core/autocast_policy.h).
+// Autocast categories of the ops defined here (amp/autocast_policy.h).
 MT_DECLARE_CAST_POLICY(matmul, LowerPrecision);
 
 namespace mantissa {

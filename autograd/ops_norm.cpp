@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "autograd/autocast.h"
+#include "amp/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
 

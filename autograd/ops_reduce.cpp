@@ -1,12 +1,12 @@
 // Reductions, softmax and log_softmax, with their backward formulas.
 #include <cmath>
 
-#include "autograd/autocast.h"
+#include "amp/autocast.h"
 #include "autograd/op_helpers.h"
 #include "core/nn_kernels.h"
 #include "core/profiler.h"
 
-// Autocast categories of the ops defined here (core/autocast_policy.h).
+// Autocast categories of the ops defined here (amp/autocast_policy.h).
 MT_DECLARE_CAST_POLICY(softmax, Fp32);
 MT_DECLARE_CAST_POLICY(log_softmax, Fp32);
 MT_DECLARE_CAST_POLICY(mean, Fp32);

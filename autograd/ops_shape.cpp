@@ -3,11 +3,11 @@
 // into the matching window of a zero tensor (view_scatter), which is differentiable.
 #include <algorithm>
 
-#include "autograd/autocast.h"
+#include "amp/autocast.h"
 #include "autograd/op_helpers.h"
 #include "core/index_check.h"
 
-// Autocast categories of the ops defined here (core/autocast_policy.h).
+// Autocast categories of the ops defined here (amp/autocast_policy.h).
 MT_DECLARE_CAST_POLICY(cat, Promote);
 MT_DECLARE_CAST_POLICY(stack, Promote);
 MT_DECLARE_CAST_POLICY(scatter_add, Promote);

@@ -70,7 +70,7 @@ if(MANTISSA_WITH_CUDA)
   else()
     message(STATUS "mantissa: cuDNN not found (convolutions will use the fallback path)")
   endif()
-  # NCCL (in the toolkit tree here): collectives for dist/, wrapped by cuda/nccl.cpp.
+  # NCCL (in the toolkit tree here): collectives for distributed/, wrapped by cuda/nccl.cpp.
   find_package(MantissaNCCL QUIET)
   if(MantissaNCCL_FOUND)
     set(MANTISSA_WITH_NCCL ON)

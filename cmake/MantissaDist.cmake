@@ -1,8 +1,8 @@
-# dist/: data-parallel training (communicators, DistributedDataParallel) in its own library,
+# distributed/: data-parallel training (communicators, DistributedDataParallel) in its own library,
 # mantissa::dist, built when Open MPI is found (Debian: libopenmpi-dev, openmpi-bin; CI
 # installs both). With the CUDA backend and NCCL present, the NCCL communicator is added.
 # MANTISSA_DIST=OFF skips it; ON makes a missing MPI an error.
-set(MANTISSA_DIST AUTO CACHE STRING "Build dist/ (MPI data parallelism): AUTO, ON or OFF")
+set(MANTISSA_DIST AUTO CACHE STRING "Build distributed/ (MPI data parallelism): AUTO, ON or OFF")
 set_property(CACHE MANTISSA_DIST PROPERTY STRINGS AUTO ON OFF)
 set(MANTISSA_WITH_DIST OFF)
 if(NOT MANTISSA_DIST STREQUAL "OFF")
@@ -17,7 +17,7 @@ if(NOT MANTISSA_DIST STREQUAL "OFF")
 endif()
 
 if(MANTISSA_WITH_DIST)
-  file(GLOB MANTISSA_DIST_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/dist/*.cpp)
+  file(GLOB MANTISSA_DIST_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/distributed/*.cpp)
   add_library(mantissa_dist ${MANTISSA_DIST_SOURCES})
   add_library(mantissa::dist ALIAS mantissa_dist)
   set_target_properties(mantissa_dist PROPERTIES EXPORT_NAME dist POSITION_INDEPENDENT_CODE ON)

@@ -5,7 +5,7 @@ install(TARGETS mantissa_core mantissa EXPORT mantissaTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES mantissa.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mantissa)
-foreach(dir core autograd nn optim data)
+foreach(dir core amp autograd nn optim data)
   install(DIRECTORY ${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mantissa/${dir} FILES_MATCHING PATTERN "*.h")
 endforeach()
 install(EXPORT mantissaTargets NAMESPACE mantissa:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/mantissa)

@@ -185,7 +185,7 @@ MT_BACKWARD_FROM_OUTPUT(TanhBackwardFromOutput, g*(T(1) - y * y));
 // One line per op; everything else is derived from these lists: the UnaryOp/BinaryOp enums
 // and op names (core/backend.h), the CPU and CUDA dispatch with each domain's dtype rules
 // (core/elementwise_dispatch.h), profiler range names, and the op's autocast category
-// (core/autocast_policy.cpp). A functor with parameters takes the op's scalars (a, b) as its
+// (amp/autocast_policy.cpp). A functor with parameters takes the op's scalars (a, b) as its
 // members, in order (PowScalar{a}, Clamp{a, b}).
 //
 // X(Enum, "name", functor, domain, autocast category)

@@ -10,8 +10,8 @@
 #include <set>
 #include <sstream>
 
+#include "amp/autocast_policy.h"
 #include "core/allocator.h"
-#include "core/autocast_policy.h"
 #include "core/error.h"
 
 namespace mantissa::profiler {

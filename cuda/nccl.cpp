@@ -1,4 +1,4 @@
-// NCCL wrappers for dist/'s GPU communicator (see cuda/nccl.h).
+// NCCL wrappers for distributed/'s GPU communicator (see cuda/nccl.h).
 #ifdef MANTISSA_WITH_NCCL
 #include "cuda/nccl.h"
 

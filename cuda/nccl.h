@@ -1,4 +1,4 @@
-// NCCL collectives on CUDA tensors, in plain C++ (no CUDA headers): dist/ builds its GPU
+// NCCL collectives on CUDA tensors, in plain C++ (no CUDA headers): distributed/ builds its GPU
 // communicator on these. Without NCCL (MANTISSA_WITH_NCCL undefined) every function is an
 // inline fallback that throws, so callers need no #ifdefs.
 //

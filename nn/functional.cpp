@@ -5,7 +5,7 @@
 #include "core/random.h"
 #include "nn/functional_detail.h"
 
-// Autocast categories of the ops defined here (core/autocast_policy.h).
+// Autocast categories of the ops defined here (amp/autocast_policy.h).
 MT_DECLARE_CAST_POLICY(linear, LowerPrecision);
 
 namespace mantissa::nn {

@@ -6,7 +6,7 @@
 // differentiated again; unfold and fold are each other's backward.
 #include "nn/functional_detail.h"
 
-// Autocast categories of the ops defined here (core/autocast_policy.h).
+// Autocast categories of the ops defined here (amp/autocast_policy.h).
 MT_DECLARE_CAST_POLICY(conv2d, LowerPrecision);
 
 namespace mantissa::nn {

@@ -1,6 +1,6 @@
 // Helpers shared by the nn/functional*.cpp op definitions (not part of the public API).
 #pragma once
-#include "autograd/autocast.h"
+#include "amp/autocast.h"
 #include "autograd/op_helpers.h"
 #include "core/launch.h"
 #include "core/nn_kernels.h"

@@ -5,7 +5,7 @@
 #include "core/index_check.h"
 #include "nn/functional_detail.h"
 
-// Autocast categories of the ops defined here (core/autocast_policy.h).
+// Autocast categories of the ops defined here (amp/autocast_policy.h).
 MT_DECLARE_CAST_POLICY(cross_entropy, Fp32);
 MT_DECLARE_CAST_POLICY(nll_loss, Fp32);
 MT_DECLARE_CAST_POLICY(mse_loss, Fp32);

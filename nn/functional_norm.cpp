@@ -4,7 +4,7 @@
 // second derivatives are exact.
 #include "nn/functional_detail.h"
 
-// Autocast categories of the ops defined here (core/autocast_policy.h). batch_norm passes through:
+// Autocast categories of the ops defined here (amp/autocast_policy.h). batch_norm passes through:
 // it runs in its input's dtype (fp16/bf16 activations stay so, as in PyTorch), with fp32
 // parameters, statistics and running estimates, which saves a cast on each side of it.
 MT_DECLARE_CAST_POLICY(batch_norm, PassThrough);

@@ -7,7 +7,7 @@
 #include <optional>
 #include <thread>
 
-#include "autograd/autocast.h"
+#include "amp/autocast.h"
 #include "autograd/grad_mode.h"
 #include "core/atomic_file.h"
 #include "core/error.h"

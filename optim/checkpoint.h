@@ -14,8 +14,8 @@
 #include <map>
 #include <string>
 
+#include "amp/grad_scaler.h"
 #include "nn/module.h"
-#include "optim/grad_scaler.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 

@@ -13,7 +13,7 @@
 #pragma once
 #include <vector>
 
-#include "autograd/autocast.h"
+#include "amp/autocast.h"
 #include "core/backend.h"
 #include "core/error.h"
 #include "core/launch.h"

@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
+#include "amp/grad_scaler.h"
 #include "core/half.h"
 #include "optim/adam.h"
-#include "optim/grad_scaler.h"
 #include "optim/sgd.h"
 
 namespace mt = mantissa;

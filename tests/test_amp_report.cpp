@@ -1,4 +1,4 @@
-// The AMP report (core/amp_report.h) of a small model trained under fp16 autocast on the
+// The AMP report (amp/report.h) of a small model trained under fp16 autocast on the
 // CPU: linears in fp16, the loss in fp32 by the policy, the odd-sized layer flagged with its
 // padded shape, the casts and the working-copy cache, the loss scale with a skipped step.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <string>
 
-#include "core/amp_report.h"
+#include "amp/report.h"
 #include "core/profile.h"
 
 namespace mt = mantissa;

@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "amp/grad_scaler.h"
 #include "core/backend.h"
 #include "core/elementwise_math.h"
 #include "gpu_test.h"
 #include "optim/adamw.h"
-#include "optim/grad_scaler.h"
 #include "optim/sgd.h"
 #include "test_util.h"
 

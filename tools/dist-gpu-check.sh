@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The multi-GPU check of dist/: a CUDA + NCCL build, then the NCCL tests with one process
+# The multi-GPU check of distributed/: a CUDA + NCCL build, then the NCCL tests with one process
 # per GPU (collectives on every floating dtype; DistributedDataParallel under fp16 AMP
 # against one GPU with the whole batch). Needs >= 2 GPUs; with fewer the tests report
 # themselves skipped.

@@ -13,7 +13,7 @@ packages=(
   libbenchmark-dev           # Google Benchmark: bench/
   nlohmann-json3-dev         # test fixtures, safetensors headers
   libcli11-dev               # example argument parsing
-  libopenmpi-dev openmpi-bin # dist/: data-parallel training over MPI (mpirun in the tests)
+  libopenmpi-dev openmpi-bin # distributed/: data-parallel training over MPI (mpirun in the tests)
   dataset-fashion-mnist      # default data: /usr/share/datasets/fashion-mnist
   fortunes                   # transformer example text: /usr/share/games/fortunes
   clang-format               # tools/format.sh: the style check CI runs

@@ -25,7 +25,7 @@ if ! git rev-parse --verify -q "$base" >/dev/null; then
 fi
 # Library sources only (tests and examples follow them; CUDA files need nvcc's view).
 mapfile -t files < <(git diff --name-only --diff-filter=AM "$base" -- \
-  'core/*.cpp' 'autograd/*.cpp' 'nn/*.cpp' 'optim/*.cpp' 'data/*.cpp' 'dist/*.cpp' 'onnx/*.cpp')
+  'core/*.cpp' 'amp/*.cpp' 'autograd/*.cpp' 'nn/*.cpp' 'optim/*.cpp' 'data/*.cpp' 'distributed/*.cpp' 'onnx/*.cpp')
 if ((${#files[@]} == 0)); then
   echo "tidy: no library source changed since $base"
   exit 0

@@ -9,8 +9,8 @@
 #include <string>
 
 #ifdef MANTISSA_EXAMPLE_DIST
-#include "dist/checkpoint.h"
-#include "dist/dist.h"
+#include "distributed/checkpoint.h"
+#include "distributed/dist.h"
 #endif
 
 namespace examples {
@@ -24,7 +24,7 @@ class Parallel {
     rank = mantissa::dist::rank();
     world = mantissa::dist::world_size();
 #else
-    MT_FAIL("--distributed", "this build has no dist/ (install libopenmpi-dev and openmpi-bin, then rebuild)");
+    MT_FAIL("--distributed", "this build has no distributed/ (install libopenmpi-dev and openmpi-bin, then rebuild)");
 #endif
   }
   int rank = 0, world = 1;

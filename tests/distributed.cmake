@@ -1,15 +1,15 @@
-# dist/ tests, run under `mpirun -np 2 --oversubscribe` (this machine has 2 cores shared
+# distributed/ tests, run under `mpirun -np 2 --oversubscribe` (this machine has 2 cores shared
 # with other jobs). Built only when MPI was found (cmake/MantissaDist.cmake).
 if(NOT MANTISSA_WITH_DIST)
   return()
 endif()
-add_executable(test_dist ${CMAKE_CURRENT_SOURCE_DIR}/dist/test_dist.cpp)
+add_executable(test_dist ${CMAKE_CURRENT_SOURCE_DIR}/distributed/test_dist.cpp)
 target_link_libraries(test_dist PRIVATE mantissa::dist GTest::gtest)
 target_compile_options(test_dist PRIVATE -Wall -Wextra)
-add_executable(test_dist_gpu ${CMAKE_CURRENT_SOURCE_DIR}/dist/test_dist_gpu.cpp)
+add_executable(test_dist_gpu ${CMAKE_CURRENT_SOURCE_DIR}/distributed/test_dist_gpu.cpp)
 target_link_libraries(test_dist_gpu PRIVATE mantissa::dist GTest::gtest)
 target_compile_options(test_dist_gpu PRIVATE -Wall -Wextra)
-add_executable(dist_failures ${CMAKE_CURRENT_SOURCE_DIR}/dist/dist_failures.cpp)
+add_executable(dist_failures ${CMAKE_CURRENT_SOURCE_DIR}/distributed/dist_failures.cpp)
 target_link_libraries(dist_failures PRIVATE mantissa::dist)
 target_compile_options(dist_failures PRIVATE -Wall -Wextra)
 

@@ -37,7 +37,7 @@
 #include <optional>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 #include "nn/module.h"
 
 namespace mantissa::nn {

@@ -1,5 +1,5 @@
 // The process group: MPI initialisation, the world communicators, finalisation at exit.
-#include "dist/dist.h"
+#include "distributed/dist.h"
 
 #include <mpi.h>
 
@@ -10,8 +10,8 @@
 #include <string>
 
 #include "core/error.h"
-#include "dist/mpi_communicator.h"
-#include "dist/nccl_communicator.h"
+#include "distributed/mpi_communicator.h"
+#include "distributed/nccl_communicator.h"
 
 namespace mantissa::dist {
 

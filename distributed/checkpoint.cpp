@@ -1,7 +1,7 @@
-#include "dist/checkpoint.h"
+#include "distributed/checkpoint.h"
 
 #include "core/error.h"
-#include "dist/dist.h"
+#include "distributed/dist.h"
 
 namespace mantissa::dist {
 

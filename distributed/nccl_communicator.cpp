@@ -1,4 +1,4 @@
-#include "dist/nccl_communicator.h"
+#include "distributed/nccl_communicator.h"
 
 #include <cstring>
 

@@ -12,7 +12,7 @@
 #include <memory>
 
 #include "cuda/nccl.h"
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 
 namespace mantissa::dist {
 

@@ -1,6 +1,6 @@
-// The communicator interface of dist/: collectives over the processes of one job, on
-// tensors. Two engines implement it: Open MPI for CPU tensors (dist/mpi_communicator.h)
-// and NCCL for CUDA tensors (dist/nccl_communicator.h); dist/dist.h picks by device.
+// The communicator interface of distributed/: collectives over the processes of one job, on
+// tensors. Two engines implement it: Open MPI for CPU tensors (distributed/mpi_communicator.h)
+// and NCCL for CUDA tensors (distributed/nccl_communicator.h); distributed/dist.h picks by device.
 //
 //   auto work = comm.all_reduce_async(bucket, mt::dist::ReduceOp::Sum);   // in place
 //   ...                                                                  // compute meanwhile

@@ -1,4 +1,4 @@
-#include "dist/mpi_communicator.h"
+#include "distributed/mpi_communicator.h"
 
 #include <mpi.h>
 

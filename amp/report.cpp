@@ -1,11 +1,11 @@
-#include "core/amp_report.h"
+#include "amp/report.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
 #include <tuple>
 
-#include "core/autocast_policy.h"
+#include "amp/autocast_policy.h"
 
 namespace mantissa::amp {
 

@@ -2,7 +2,7 @@
 // declared with their ops as typed OpPolicy constants: the elementwise lists of
 // core/elementwise_math.h, and a MT_DECLARE_CAST_POLICY next to every other op's definition.
 // tests/test_amp.cpp checks that each entry is reached by its op and that names are unique.
-#include "core/autocast_policy.h"
+#include "amp/autocast_policy.h"
 
 #include <memory>
 #include <mutex>

@@ -13,8 +13,8 @@
 // CPU tensors go through Open MPI, CUDA tensors through NCCL (created on first use, the
 // unique id broadcast through MPI; each process uses GPU local_rank % device count).
 #pragma once
-#include "dist/communicator.h"
-#include "dist/ddp.h"
+#include "distributed/communicator.h"
+#include "distributed/ddp.h"
 
 namespace mantissa::dist {
 

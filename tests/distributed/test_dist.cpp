@@ -1,4 +1,4 @@
-// dist/ under `mpirun -np 2` (tests/dist.cmake): collectives, DistributedDataParallel
+// distributed/ under `mpirun -np 2` (tests/distributed.cmake): collectives, DistributedDataParallel
 // exactness against one process with the whole batch (fp32 and fp16 AMP, including a
 // step that overflows on one rank only), no_sync, compressed gradients, model mismatch
 // errors and rank-0 checkpoints. Every rank runs every test; a collective that one rank
@@ -10,8 +10,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "dist/checkpoint.h"
-#include "dist/dist.h"
+#include "distributed/checkpoint.h"
+#include "distributed/dist.h"
 
 namespace mt = mantissa;
 namespace nn = mantissa::nn;

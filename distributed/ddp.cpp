@@ -1,4 +1,4 @@
-#include "dist/ddp.h"
+#include "distributed/ddp.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,7 +10,7 @@
 #include "core/backend.h"
 #include "core/error.h"
 #include "core/profiler.h"
-#include "dist/dist.h"
+#include "distributed/dist.h"
 
 namespace mantissa::nn {
 

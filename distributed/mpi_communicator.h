@@ -9,7 +9,7 @@
 #pragma once
 #include <memory>
 
-#include "dist/communicator.h"
+#include "distributed/communicator.h"
 
 namespace mantissa::dist {
 

@@ -10,7 +10,7 @@
 #pragma once
 #include <vector>
 
-#include "core/autocast_policy.h"
+#include "amp/autocast_policy.h"
 #include "core/tensor.h"
 
 namespace mantissa::amp {

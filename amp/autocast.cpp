@@ -1,4 +1,4 @@
-#include "autograd/autocast.h"
+#include "amp/autocast.h"
 
 #include <atomic>
 

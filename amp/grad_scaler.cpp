@@ -1,4 +1,4 @@
-#include "optim/grad_scaler.h"
+#include "amp/grad_scaler.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-// Failure modes of a data-parallel job, run by tests/dist.cmake under `mpirun -np 2`; each
+// Failure modes of a data-parallel job, run by tests/distributed.cmake under `mpirun -np 2`; each
 // mode must end the whole job with a clear message, never hang:
 //   die       rank 1 exits abruptly while rank 0 waits in an all-reduce
 //   hang      rank 1 stops participating; rank 0's collective times out (2 s)
@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-#include "dist/dist.h"
+#include "distributed/dist.h"
 
 namespace mt = mantissa;
 

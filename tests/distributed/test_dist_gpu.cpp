@@ -1,4 +1,4 @@
-// dist/ on GPUs (NCCL), one GPU per rank, under `mpirun -np 2` (tests/dist.cmake and
+// distributed/ on GPUs (NCCL), one GPU per rank, under `mpirun -np 2` (tests/distributed.cmake and
 // tools/dist-gpu-check.sh). Every test skips, on every rank alike, where there are fewer
 // GPUs than ranks or no NCCL.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "cuda/nccl.h"
-#include "dist/dist.h"
+#include "distributed/dist.h"
 
 namespace mt = mantissa;
 namespace nn = mantissa::nn;
