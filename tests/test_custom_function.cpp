@@ -103,7 +103,7 @@ TEST(CustomFunction, ForwardBackwardWithContextData) {
   EXPECT_EQ(y.to_vector<double>(), (std::vector<double>{0.5, 2, 4.5}));
   EXPECT_TRUE(y.requires_grad());
   ASSERT_NE(y.grad_fn(), nullptr);
-  EXPECT_EQ(y.grad_fn()->name(), "scaled_square");
+  EXPECT_EQ(y.grad_fn()->name(), "ScaledSquareBackward");  // <Op>Backward, as every node
   y.sum().backward();
   EXPECT_EQ(ScaledSquare::backward_calls, 1);
   EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{1, -2, 3}));  // 2 * 0.5 * x

@@ -604,7 +604,7 @@ const std::map<std::string, Op>& unary_ops() {
       {"reciprocal", [](auto& x) { return mt::reciprocal(x[0]); }},
       {"square", [](auto& x) { return mt::square(x[0]); }},
       {"logical_not", [](auto& x) { return mt::logical_not(x[0]); }},
-      {"pow", [](auto& x) { return mt::pow(x[0], 3); }},
+      {"pow_scalar", [](auto& x) { return mt::pow(x[0], 3); }},
       {"clamp", [](auto& x) { return mt::clamp(x[0], 0, 2); }},
       {"isfinite", [](auto& x) { return mt::isfinite(x[0]); }},
   };

@@ -107,7 +107,7 @@ UNARY = {
     "reciprocal": torch.reciprocal, "square": torch.square, "logical_not": torch.logical_not,
     # clamp's bounds are >= 0: torch converts a negative bound of a uint8 clamp to uint8 first
     # (clamp(uint8 0, -1, 2) is 2), which Mantissa does not copy (tests/test_op_edges.cpp, item 2).
-    "pow": lambda x: torch.pow(x, 3), "clamp": lambda x: torch.clamp(x, 0, 2), "isfinite": torch.isfinite,
+    "pow_scalar": lambda x: torch.pow(x, 3), "clamp": lambda x: torch.clamp(x, 0, 2), "isfinite": torch.isfinite,
 }
 BINARY = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "maximum": torch.maximum,
@@ -229,6 +229,11 @@ def sweep():
                 if name == "gelu_tanh" and dt != "float64":
                     # x * x overflows fp32 at |x| > 1.8e19 and the gradient is NaN there, in
                     # torch's own fp32 kernel as well: no float64 yardstick for it.
+                    c.pop("grads", None)
+                if name == "pow_scalar" and dt != "float64" and layout == "expand":
+                    # 3 x^2 of the pool's fi.max / 4 overflows before the expand's sum of the
+                    # two rows' opposite upstream signs: torch's own fp32 backward is NaN
+                    # (inf - inf) there too, so float64 is no yardstick for it.
                     c.pop("grads", None)
                 c.update({"op": name, "dtype": dt, "layout": layout, "x": enc(base)})
                 unary_cases.append(c)
