@@ -47,20 +47,26 @@ Tensor leaky_relu(const Tensor& x, double negative_slope) {
       [negative_slope](const Tensor& g, const Tensor& x) { return where(x > 0.0, g, g * negative_slope); });
 }
 
+namespace {
+// A 0-dim constant of x's dtype and device: broadcast, not filled to x's shape, so an ONNX export
+// keeps it one value and the batch dimension dynamic.
+Tensor scalar_like(const Tensor& x, double v) { return full({}, v, {.dtype = x.dtype(), .device = x.device()}); }
+}  // namespace
+
 Tensor elu(const Tensor& x, double alpha) {
   return activation(
       "elu", x,
       [alpha](const Tensor& x) {
         // alpha expm1(x) for x <= 0, as 2 t / (1 - t) with t = tanh(x / 2): exp(x) - 1 would lose
         // the relative accuracy near 0 that this keeps (1 - t >= 1 for x <= 0: no cancellation).
-        Tensor t = tanh(minimum(x, zeros_like(x)) * 0.5);
+        Tensor t = tanh(minimum(x, scalar_like(x, 0)) * 0.5);
         Tensor em1 = t * 2.0 / (1.0 - t);
         return where(x > 0.0, x, em1 * alpha);
       },
       [alpha](const Tensor& g, const Tensor& x) {
         // alpha exp(x) where x <= 0 (the exp is taken of min(x, 0) only, so it never overflows);
         // NaN at NaN, as PyTorch.
-        Tensor neg = minimum(x, zeros_like(x));
+        Tensor neg = minimum(x, scalar_like(x, 0));
         return where(x > 0.0, g, g * exp(neg) * alpha);
       });
 }
@@ -71,7 +77,7 @@ Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
       "hardtanh", x,
       [min_val, max_val](const Tensor& x) {
         // where (not clamp) so that NaN passes through, as in PyTorch.
-        return where(x < min_val, full_like(x, min_val), where(x > max_val, full_like(x, max_val), x));
+        return where(x < min_val, scalar_like(x, min_val), where(x > max_val, scalar_like(x, max_val), x));
       },
       [min_val, max_val](const Tensor& g, const Tensor& x) {
         // g inside the open interval, 0 at and beyond the bounds and at NaN (PyTorch's).

@@ -1,5 +1,6 @@
 // The models the ONNX tests export (tests/onnx/test_onnx_*.cpp): the MNIST example's MLP and CNN,
-// ResNet-20 and a small GPT, each with an example input.
+// ResNet-20, a small GPT, and an MLP of the LibTorch-style activation layers, each with an
+// example input.
 #pragma once
 #include <mantissa.h>
 
@@ -39,6 +40,11 @@ inline std::vector<Case> cases() {
   auto gpt = std::make_shared<mt::nn::GPT>(
       mt::nn::GPTConfig{.vocab_size = 65, .context = 32, .n_layer = 2, .n_head = 4, .d_model = 64});
   out.push_back({"gpt", gpt, [](int64_t n) { return mt::randint(0, 65, {n, 32}); }});
+  // The activation modules a LibTorch port reaches for, built from the generic ops they run on.
+  auto layers = std::make_shared<mt::nn::Sequential>(
+      mt::nn::Linear(32, 64), mt::nn::LeakyReLU(0.1), mt::nn::Linear(64, 64), mt::nn::ELU(1.0), mt::nn::Hardtanh(-2, 2),
+      mt::nn::PReLU(1), mt::nn::Identity(), mt::nn::Linear(64, 10), mt::nn::LogSoftmax(1));
+  out.push_back({"layers", layers, [](int64_t n) { return mt::randn({n, 32}) * 2.0; }});
   return out;
 }
 
