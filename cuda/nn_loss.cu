@@ -17,6 +17,21 @@ namespace mantissa::cuda {
 
 namespace {
 
+// A row's shift (its max; 0 for a row of -inf) and log(sum(exp(x - shift))), reduced over the
+// row's team; the forward and the backward both recompute them (as the CPU's row_shift).
+template <typename T, typename A>
+__device__ void row_shift(Rows R, const T* xr, int64_t C, A& mx, A& ls) {
+  mx = -A(INFINITY);
+  for (int64_t c = R.lane(); c < C; c += R.width()) {
+    const A v = cast_to<A>(xr[c]);
+    mx = mx < v ? v : mx;
+  }
+  mx = math::softmax_shift(R.max(mx));
+  A se = 0;
+  for (int64_t c = R.lane(); c < C; c += R.width()) se += math::exp_acc(cast_to<A>(xr[c]) - mx);
+  ls = std::log(R.sum(se));
+}
+
 // logits: [M, C]; target: int64 [M]; w: acc [C] or null; loss, lse: acc [M].
 // lse[r] = logsumexp(logits[r]); loss[r] = math::cross_entropy_loss(...), 0 where target == ignore_index.
 template <typename T>
@@ -25,15 +40,8 @@ __global__ void cross_entropy_kernel(Rows R, const T* x, const int64_t* target, 
   using A = acc_t<T>;
   for (int64_t r = R.first(); r < M; r += R.step()) {
     const T* xr = x + r * C;
-    A mx = -A(INFINITY);
-    for (int64_t c = R.lane(); c < C; c += R.width()) {
-      const A v = cast_to<A>(xr[c]);
-      mx = mx < v ? v : mx;
-    }
-    mx = math::softmax_shift(R.max(mx));
-    A se = 0;
-    for (int64_t c = R.lane(); c < C; c += R.width()) se += math::exp_acc(cast_to<A>(xr[c]) - mx);
-    const A ls = std::log(R.sum(se));
+    A mx, ls;
+    row_shift(R, xr, C, mx, ls);
     const int64_t t = target[r];  // uniform across the team, so the branches below are too
     if (R.lane() == 0) lse[r] = mx + ls;
     if (t == ignore_index || t < 0 || t >= C) {
@@ -74,15 +82,8 @@ __global__ void cross_entropy_backward_kernel(Rows R, const acc_t<T>* grad, cons
       for (int64_t c = R.lane(); c < C; c += R.width()) gr[c] = cast_to<T>(0.0f);
       continue;
     }
-    A mx = -A(INFINITY);
-    for (int64_t c = R.lane(); c < C; c += R.width()) {
-      const A v = cast_to<A>(xr[c]);
-      mx = mx < v ? v : mx;
-    }
-    mx = math::softmax_shift(R.max(mx));
-    A se = 0;
-    for (int64_t c = R.lane(); c < C; c += R.width()) se += math::exp_acc(cast_to<A>(xr[c]) - mx);
-    const A ls = std::log(R.sum(se));
+    A mx, ls;
+    row_shift(R, xr, C, mx, ls);
     const math::CrossEntropyGradCoefs<A> k =
         math::cross_entropy_grad_coefs(w ? w[t] : A(1), s, A(C), wsum ? *wsum : A(C));
     const A g = grad[r];
