@@ -9,9 +9,11 @@
 
 #include "amp/autocast.h"
 #include "autograd/grad_mode.h"
+#include "autograd/ops.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/profiler.h"
+#include "onnx/symbolic_batch.h"
 #include "onnx/tracer.h"
 
 namespace mantissa::onnx {
@@ -136,25 +138,9 @@ std::string name_at(const std::vector<std::string>& names, size_t i, const char*
   return i < names.size() ? names[i] : prefix + std::to_string(i);
 }
 
-}  // namespace
-
-void export_function(const TracedFn& fn, nn::Module* module, const std::vector<Tensor>& inputs, const std::string& path,
-                     const ExportOptions& options) {
-  MT_CHECK(fn != nullptr, kOp, "no function to export");
-  MT_CHECK(!path.empty(), kOp, "empty path");
-  MT_CHECK(options.dtype == DType::Float32 || options.dtype == DType::Float16 || options.dtype == DType::BFloat16, kOp,
-           "dtype must be float32, float16 or bfloat16, got ", dtype_name(options.dtype));
-  MT_CHECK(options.input_names.empty() || options.input_names.size() == inputs.size(), kOp, "got ",
-           options.input_names.size(), " input names for ", inputs.size(), " inputs");
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    MT_CHECK(inputs[i].defined(), kOp, "input ", i, " is undefined");
-    MT_CHECK(inputs[i].device().is_cpu(), kOp, "input ", i, " is on ", inputs[i].device().str(),
-             ": export traces on the CPU (move the module and inputs there)");
-    MT_CHECK(!options.dynamic_batch || inputs[i].dim() > 0, kOp, "dynamic_batch needs inputs with a batch dim, input ",
-             i, " is 0-dim");
-  }
-
-  Graph g(options.graph_name);
+// One traced forward of fn into g (inputs, nodes, outputs); returns the initializers it reads.
+std::unordered_map<std::string, Tensor> trace_into(Graph& g, const TracedFn& fn, nn::Module* module,
+                                                   const std::vector<Tensor>& inputs, const ExportOptions& options) {
   KernelTracer tracer(g, options.dynamic_batch);
   for (size_t i = 0; i < inputs.size(); ++i) {
     const std::string name = name_at(options.input_names, i, "input");
@@ -198,7 +184,45 @@ void export_function(const TracedFn& fn, nn::Module* module, const std::vector<T
     n->add_output(name);
     g.output(name, outputs[i].dtype(), outputs[i].sizes(), options.dynamic_batch && outputs[i].dim() > 0);
   }
-  if (options.dtype != DType::Float32) store_weights_in_half(g, tracer.initializers());
+  return tracer.initializers();
+}
+
+// The inputs with their first row repeated once more: the same forward at batch + 1.
+std::vector<Tensor> one_more_row(const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> out;
+  out.reserve(inputs.size());
+  for (const Tensor& x : inputs) out.push_back(cat({x, x.narrow(0, 0, 1)}, 0));
+  return out;
+}
+
+}  // namespace
+
+void export_function(const TracedFn& fn, nn::Module* module, const std::vector<Tensor>& inputs, const std::string& path,
+                     const ExportOptions& options) {
+  MT_CHECK(fn != nullptr, kOp, "no function to export");
+  MT_CHECK(!path.empty(), kOp, "empty path");
+  MT_CHECK(options.dtype == DType::Float32 || options.dtype == DType::Float16 || options.dtype == DType::BFloat16, kOp,
+           "dtype must be float32, float16 or bfloat16, got ", dtype_name(options.dtype));
+  MT_CHECK(options.input_names.empty() || options.input_names.size() == inputs.size(), kOp, "got ",
+           options.input_names.size(), " input names for ", inputs.size(), " inputs");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    MT_CHECK(inputs[i].defined(), kOp, "input ", i, " is undefined");
+    MT_CHECK(inputs[i].device().is_cpu(), kOp, "input ", i, " is on ", inputs[i].device().str(),
+             ": export traces on the CPU (move the module and inputs there)");
+    MT_CHECK(!options.dynamic_batch || inputs[i].dim() > 0, kOp, "dynamic_batch needs inputs with a batch dim, input ",
+             i, " is 0-dim");
+    MT_CHECK(!options.dynamic_batch || (inputs[i].size(0) > 0 && inputs[i].size(0) == inputs[0].size(0)), kOp,
+             "dynamic_batch needs inputs of one non-zero batch size, input ", i, " has shape ", inputs[i].shape_str());
+  }
+
+  Graph g(options.graph_name);
+  const std::unordered_map<std::string, Tensor> initializers = trace_into(g, fn, module, inputs, options);
+  if (options.dynamic_batch) {
+    Graph wider(options.graph_name);
+    trace_into(wider, fn, module, one_more_row(inputs), options);
+    make_batch_constants_symbolic(g, wider, inputs[0].size(0), name_at(options.input_names, 0, "input"));
+  }
+  if (options.dtype != DType::Float32) store_weights_in_half(g, initializers);
 
   try {
     ::onnx::checker::check_model(g.model);

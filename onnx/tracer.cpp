@@ -213,7 +213,8 @@ void KernelTracer::add_initializer(const Tensor& t, const std::string& name) {
 
 bool KernelTracer::traced(const Tensor& x) const {
   if (!x.defined()) return false;
-  return entries_.count(storage_of(x)) > 0 || pending_initializers_.count(storage_of(x)) > 0;
+  const Storage* s = storage_of(x);
+  return entries_.count(s) > 0 || pending_initializers_.count(s) > 0 || pieces_.count(s) > 0;
 }
 
 bool KernelTracer::any_traced(std::initializer_list<const Tensor*> ts) const {
@@ -235,12 +236,66 @@ void KernelTracer::define(const Tensor& out, Value v) {
     fail("in-place write", "the forward writes into a parameter, an input or part of a computed tensor (shape " +
                                out.shape_str() + "), which ONNX cannot express");
   }
-  // A kernel output covering only part of its storage (cat writes each piece into a slice).
-  MT_CHECK(out.is_contiguous() && out.offset() == 0 && size_t(out.nbytes()) == out.impl()->storage->nbytes,
-           "onnx export", "op called from module '", module_path(),
-           "' writes a computed value into part of a tensor (shape ", out.shape_str(), "): not exportable");
   v.shape = out.sizes();
-  entries_[s] = Entry{out, std::move(v), "", false};
+  if (out.is_contiguous() && out.offset() == 0 && size_t(out.nbytes()) == out.impl()->storage->nbytes) {
+    MT_CHECK(!pieces_.count(s), "onnx export", "op called from module '", module_path(),
+             "' overwrites a tensor that was written in parts (shape ", out.shape_str(), "): not exportable");
+    entries_[s] = Entry{out, std::move(v), "", false};
+    return;
+  }
+  // A kernel output covering only part of its storage (cat writes each piece into a slice):
+  // joined when the whole is read.
+  pieces_[s].push_back(Piece{out, std::move(v)});
+}
+
+void KernelTracer::join_pieces(const Tensor& x) {
+  const Storage* s = storage_of(x);
+  std::vector<Piece> pieces = std::move(pieces_.at(s));
+  pieces_.erase(s);
+  auto not_exportable = [&](const std::string& why) {
+    fail("cat", "a tensor written in parts (shape " + x.shape_str() + ") " + why);
+  };
+  if (!(x.is_contiguous() && x.offset() == 0 && size_t(x.nbytes()) == x.impl()->storage->nbytes))
+    not_exportable("is read through a view before it is read whole");
+  // x: [d0, ..., dn] contiguous; each piece is x.narrow(d, start, len) for one d.
+  int d = -1;
+  std::vector<std::pair<int64_t, Piece*>> starts;
+  for (Piece& p : pieces) {
+    if (p.view.strides() != x.strides() || p.view.dim() != x.dim()) not_exportable("is not divided into slices");
+    for (int64_t i = 0; i < x.dim(); ++i)
+      if (p.view.size(i) != x.size(i)) {
+        if (d >= 0 && d != int(i)) not_exportable("is divided along more than one dim");
+        d = int(i);
+      }
+  }
+  if (d < 0) not_exportable("is written whole twice");
+  const int64_t stride = x.stride(d);
+  for (Piece& p : pieces) {
+    const int64_t rel = p.view.offset() - x.offset();
+    if (stride == 0 || rel % stride != 0 || rel / stride >= x.size(d)) not_exportable("is not divided into slices");
+    starts.emplace_back(rel / stride, &p);
+  }
+  std::sort(starts.begin(), starts.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> parts;
+  int batch = -2;  // the pieces' common batch dim (-1: none)
+  int64_t at = 0;
+  auto gap = [&](int64_t end) {  // a slice no traced kernel wrote: the constant it holds
+    if (end <= at) return;
+    Shape gs = x.sizes();
+    gs[size_t(d)] = end - at;
+    parts.push_back(g_.constant(make_view(x, gs, x.strides(), x.offset() + at * stride)));
+  };
+  for (auto& [start, p] : starts) {
+    if (start < at) not_exportable("is written twice in overlapping slices");
+    gap(start);
+    parts.push_back(g_.cast(p->value.name, x.dtype()));
+    const int bd = p->value.batch_dim == d ? -1 : p->value.batch_dim;
+    batch = batch == -2 || batch == bd ? bd : -1;
+    at = start + p->view.size(d);
+  }
+  gap(x.size(d));
+  const std::string joined = parts.size() == 1 ? parts[0] : g_.node("Concat", parts, {Attribute::integer("axis", d)});
+  entries_[s] = Entry{x, Value{joined, x.sizes(), batch}, "", false};
 }
 
 void KernelTracer::define(const Tensor& out, const std::string& name, int batch_dim) {
@@ -305,6 +360,7 @@ Value KernelTracer::value_of(const Tensor& x, bool broadcast_ok) {
     used_initializers_[name] = t;
     entries_[s] = Entry{t, Value{name, t.sizes(), -1}, "", true};
   }
+  if (pieces_.count(s)) join_pieces(x);
   Value v;
   auto it = entries_.find(s);
   if (it == entries_.end()) {
@@ -432,7 +488,9 @@ void KernelTracer::unsupported(const char* kernel, const std::vector<const Tenso
 
 void KernelTracer::copy(const Tensor& src, const Tensor& dst) {
   if (!traced(src)) {
-    if (traced(dst)) define(dst, Value{g_.constant(launch::contiguous(dst)), dst.sizes(), -1});
+    // Into a tensor written in parts: the slice stays a gap, read from memory when joined.
+    if (traced(dst) && !pieces_.count(storage_of(dst)))
+      define(dst, Value{g_.constant(launch::contiguous(dst)), dst.sizes(), -1});
     return;
   }
   Value v = value_of(src);

@@ -103,8 +103,16 @@ class KernelTracer final : public trace::Tracer {
     std::string poison;  // why a later use must fail
     bool initializer = false;
   };
+  // A piece of a storage that kernels fill slice by slice (cat writes each input into one).
+  struct Piece {
+    Tensor view;  // the slice written
+    Value value;
+  };
   void define(const Tensor& out, Value v);
   void define(const Tensor& out, const std::string& name, int batch_dim);
+  // The pieces of x's storage joined into one value, when x is that whole storage: a Concat
+  // along the dim the slices divide, unwritten gaps as constants of the values they hold.
+  void join_pieces(const Tensor& x);
   void poison(const Tensor& out, const std::string& why);
   bool any_traced(std::initializer_list<const Tensor*> ts) const;
   // Reshape with the batch dim as -1 when dynamic.
@@ -118,6 +126,7 @@ class KernelTracer final : public trace::Tracer {
   Graph& g_;
   bool dynamic_batch_;
   std::unordered_map<const Storage*, Entry> entries_;
+  std::unordered_map<const Storage*, std::vector<Piece>> pieces_;  // storages written in parts
   std::unordered_map<const Storage*, std::pair<Tensor, std::string>> pending_initializers_;
   std::unordered_map<std::string, Tensor> used_initializers_;
   int function_depth_ = 0;

@@ -2,51 +2,26 @@
 // submodules in the constructor, and implement forward. Everything else — dotted
 // parameter names, state_dict, to(dtype), train/eval, printing — comes from Module.
 //
-// This program defines RMSNorm (a parameter and a buffer) and a residual MLP block
-// (member submodules), stacks them in a Sequential, and fits a toy regression with a
+// layers.h defines RMSNorm (a parameter and a buffer) and a residual MLP block (member
+// submodules); this program stacks them in a Sequential, and fits a toy regression with a
 // hand-written SGD step.
 #include <mantissa.h>
 
 #include <cmath>
 #include <iostream>
+#include <memory>
+
+#include "layers.h"
 
 namespace mt = mantissa;
 namespace nn = mt::nn;
 namespace F = mt::nn::functional;
 
-// y = x / sqrt(mean(x^2) + eps) * gain: a layer with one parameter and one buffer.
-struct RMSNorm : nn::Module {
-  mt::Tensor gain;
-  mt::Tensor eps;  // a buffer: saved in the state dict, not trained
-  explicit RMSNorm(int64_t dim, double epsilon = 1e-6) {
-    gain = register_parameter("gain", mt::ones({dim}));
-    eps = register_buffer("eps", mt::full({}, epsilon));
-  }
-  mt::Tensor forward(const mt::Tensor& x) override {
-    mt::Tensor rms = mt::sqrt(mt::mean(x * x, {-1}, true) + eps);
-    return x / rms * gain;
-  }
-  std::string extra_repr() const override { return std::to_string(gain.size(0)); }
-};
-
-// h + W2 silu(W1 norm(h)): member submodules registered by reference.
-struct ResidualBlock : nn::Module {
-  RMSNorm norm;
-  nn::Linear up, down;
-  nn::Dropout drop{0.1};
-  ResidualBlock(int64_t dim, int64_t hidden) : norm(dim), up(dim, hidden), down(hidden, dim) {
-    register_module("norm", norm);
-    register_module("up", up);
-    register_module("down", down);
-    register_module("drop", drop);
-  }
-  mt::Tensor forward(const mt::Tensor& h) override { return h + drop(down(mt::silu(up(norm(h))))); }
-};
-
 // The example itself; main() reports any exception instead of letting it abort.
 static int run() {
   mt::manual_seed(0);
-  nn::Sequential model(nn::Linear(3, 16), ResidualBlock(16, 32), ResidualBlock(16, 32), RMSNorm(16), nn::Linear(16, 1));
+  std::shared_ptr<nn::Sequential> model_ptr = custom_layer::make_model();
+  nn::Sequential& model = *model_ptr;
   std::cout << model << "\n\n";
   for (auto& [name, p] : model.named_parameters()) std::cout << "  " << name << " " << p.shape_str() << "\n";
 

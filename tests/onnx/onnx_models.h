@@ -1,6 +1,6 @@
 // The models the ONNX tests export (tests/onnx/test_onnx_*.cpp): the MNIST example's MLP and CNN,
-// ResNet-20, a small GPT, and an MLP of the LibTorch-style activation layers, each with an
-// example input.
+// ResNet-20, a small GPT, an MLP of the LibTorch-style activation layers, a model with fills shaped
+// after the batch and the custom_layer example's model, each with an example input.
 #pragma once
 #include <mantissa.h>
 
@@ -9,11 +9,25 @@
 #include <string>
 #include <vector>
 
+#include "../../examples/custom_layer/layers.h"
 #include "../../examples/mnist/models.h"
 
 namespace onnx_test {
 
 namespace mt = mantissa;
+
+// Fills shaped after the batch, as an RNN's zero initial state is: the export must not bake the
+// traced batch into them (onnx/symbolic_batch.h).
+struct BatchFills : mt::nn::Module {
+  mt::nn::Linear fc{8, 6};
+  BatchFills() { register_module("fc", fc); }
+  mt::Tensor forward(const mt::Tensor& x) override {
+    const int64_t n = x.size(0);
+    mt::Tensor state = mt::zeros({n, 2});
+    mt::Tensor h = mt::cat({fc(x), state}, 1);  // [n, 8]
+    return mt::tanh(h + mt::full({n, 8}, 0.25) + mt::full({8, n}, -0.5).t());
+  }
+};
 
 struct Case {
   std::string name;
@@ -45,6 +59,9 @@ inline std::vector<Case> cases() {
       mt::nn::Linear(32, 64), mt::nn::LeakyReLU(0.1), mt::nn::Linear(64, 64), mt::nn::ELU(1.0), mt::nn::Hardtanh(-2, 2),
       mt::nn::PReLU(1), mt::nn::Identity(), mt::nn::Linear(64, 10), mt::nn::LogSoftmax(1));
   out.push_back({"layers", layers, [](int64_t n) { return mt::randn({n, 32}) * 2.0; }});
+  out.push_back({"fills", std::make_shared<BatchFills>(), [](int64_t n) { return mt::randn({n, 8}); }});
+  // A user's own layers (examples/custom_layer): RMSNorm with a buffer, residual SiLU blocks.
+  out.push_back({"custom", custom_layer::make_model(), [](int64_t n) { return mt::randn({n, 3}); }});
   return out;
 }
 

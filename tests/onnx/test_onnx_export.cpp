@@ -149,6 +149,42 @@ TEST(OnnxExportErrors, UnsupportedOpNamesOpAndModuleAndLeavesNoFile) {
   EXPECT_FALSE(fs::exists(p.string() + ".tmp"));
 }
 
+// arange(x.size(0)) is a constant whose values follow the batch: no dynamic-batch graph holds it.
+struct RowIndex : mt::nn::Module {
+  mt::Tensor forward(const mt::Tensor& x) override {
+    return x + mt::arange(0, double(x.size(0)), 1, {.dtype = mt::kFloat32}).unsqueeze(1);
+  }
+};
+
+TEST(OnnxExportErrors, BatchDependentConstantsAreSymbolicOrRejected) {
+  const fs::path p = temp_dir() / "batch.onnx";
+  fs::remove(p);
+  onnx_test::BatchFills fills;
+  mt::onnx::export_model(fills, {mt::randn({2, 8})}, p.string(), {.dynamic_batch = true});
+  ::onnx::ModelProto m;
+  std::ifstream f(p, std::ios::binary);
+  ASSERT_TRUE(m.ParseFromIstream(&f));
+  int expands = 0;
+  for (const auto& n : m.graph().node()) expands += n.op_type() == "Expand";
+  EXPECT_EQ(expands, 3);                         // zeros [batch, 2], full [batch, 8], full [8, batch]
+  for (const auto& t : m.graph().initializer())  // the fills are 0-dim values, Expanded at run time
+    if (t.dims_size() > 1) EXPECT_EQ(t.name(), "fc.weight") << t.name() << " holds the traced batch";
+  // A static export keeps the constants as they are.
+  mt::onnx::export_model(fills, {mt::randn({2, 8})}, p.string());
+  RowIndex rows;
+  fs::remove(p);
+  try {
+    mt::onnx::export_model(rows, {mt::randn({2, 3})}, p.string(), {.dynamic_batch = true});
+    FAIL() << "no error";
+  } catch (const mt::Error& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find("depends on the batch size"), std::string::npos) << w;
+    EXPECT_NE(w.find("[2, 1]"), std::string::npos) << w;
+  }
+  EXPECT_FALSE(fs::exists(p));
+  mt::onnx::export_model(rows, {mt::randn({2, 3})}, p.string());  // a fixed batch of 2 is fine
+}
+
 TEST(OnnxExportErrors, NonTensorOrConstantOutputFails) {
   mt::nn::Linear fc(3, 2);
   const fs::path p = temp_dir() / "bad_output.onnx";
