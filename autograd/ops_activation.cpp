@@ -73,6 +73,8 @@ Tensor elu(const Tensor& x, double alpha) {
 
 Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
   MT_CHECK(min_val <= max_val, "hardtanh", "min_val (", min_val, ") must not exceed max_val (", max_val, ")");
+  if (x.defined() && (x.dtype() == DType::Int64 || x.dtype() == DType::Int32))  // PyTorch clamps these too
+    return where(x < min_val, scalar_like(x, min_val), where(x > max_val, scalar_like(x, max_val), x));
   return activation(
       "hardtanh", x,
       [min_val, max_val](const Tensor& x) {

@@ -54,7 +54,11 @@ Tensor cumprod_grad(const Tensor& x, const Tensor& g, int64_t dim) {
     a = a * shifted(a, dim, off, 0.0, true);
     b = b_next;
   }
-  return excl * b;
+  // After a slice's first zero the gradient is 0, as PyTorch defines it (not 0 * inf = NaN
+  // where another factor is infinite).
+  Tensor zeros_before = scan(shifted((x == 0.0).to(x.dtype()), dim, 1, 0.0, false), dim, false, false) > 0.0;
+  Tensor gx = excl * b;
+  return where(zeros_before, zeros_like(gx), gx);
 }
 
 Tensor cumulative(const amp::OpPolicy& policy, const Tensor& x0, int64_t dim_in, bool product) {

@@ -491,21 +491,25 @@ Tensor where(const Tensor& cond, const Tensor& a0, const Tensor& b0) {
 
 namespace {
 // Whether `value` converts to dtype t without overflow (PyTorch's check: finite values beyond a
-// float type's range, or integers beyond an integer type's, are refused; NaN and inf convert;
-// unsigned types accept negative values that wrap).
+// float type's range, or beyond an integer type's, are refused; NaN and inf convert to float
+// types; a float value converts to an integer type within [lowest, max] (so -0.5 does not fit
+// uint8), an integer one to uint8 also from -255, wrapping).
 bool fits(const Scalar& value, DType t) {
   const double v = value.to_double();
+  auto within = [&](double lo, double hi) { return !(v < lo || v > hi); };  // NaN: no overflow check
   switch (t) {
     case DType::Float16:
       return !std::isfinite(v) || std::fabs(v) <= 65504.0;
     case DType::BFloat16:
     case DType::Float32:
       return !std::isfinite(v) || std::fabs(v) <= 3.4028234663852886e38;
+    case DType::Int64:
+      return !value.is_floating() || within(-9223372036854775808.0, 9223372036854775807.0);
     case DType::Int32:
-      return value.is_floating() ? (v > -2147483649.0 && v < 2147483648.0)
+      return value.is_floating() ? within(INT32_MIN, INT32_MAX)
                                  : (value.to_int() >= INT32_MIN && value.to_int() <= INT32_MAX);
     case DType::UInt8:
-      return value.is_floating() ? (v > -256.0 && v < 256.0) : (value.to_int() >= -255 && value.to_int() <= 255);
+      return value.is_floating() ? within(0, 255) : (value.to_int() >= -255 && value.to_int() <= 255);
     default:
       return true;
   }

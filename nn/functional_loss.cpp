@@ -179,9 +179,11 @@ Tensor mse_loss(const Tensor& input0, const Tensor& target0, Reduction reduction
   const Tensor &x = in[0], &y = in[1];
   MT_CHECK(x.defined() && y.defined() && x.sizes() == y.sizes(), "mse_loss",
            "input and target must have the same shape, got ", describe({x, y}));
-  MT_CHECK(is_floating(x.dtype()) && is_floating(y.dtype()), "mse_loss", "expected floating-point tensors, got ",
-           describe({x, y}));
-  Tensor d = x - y;
+  // An integer input against a float target computes, as in PyTorch.
+  MT_CHECK(is_floating(promote_types(x.dtype(), y.dtype())), "mse_loss",
+           "expected tensors that promote to a floating dtype, got ", describe({x, y}));
+  const DType common = promote_types(x.dtype(), y.dtype());  // before subtracting (a bool input)
+  Tensor d = x.to(common) - y.to(common);
   return reduce(d * d, reduction);
 }
 

@@ -24,23 +24,29 @@ Tensor reduce(const Tensor& l, Reduction r) {
   return l;
 }
 
-// Autocasts input and target and checks that they are floating tensors of one shape.
+// Autocasts input and target and checks that they have one shape and promote to a floating
+// dtype (an integer input against a float target computes, as in PyTorch).
 std::vector<Tensor> pointwise_pair(const amp::OpPolicy& policy, const Tensor& input, const Tensor& target) {
   const char* op = policy.name();
   MT_CHECK(input.defined() && target.defined(), op, "got an undefined tensor");
   auto in = amp::autocast_many(policy, {input, target});
   MT_CHECK(in[0].sizes() == in[1].sizes(), op, "input and target must have the same shape, got ",
            describe({in[0], in[1]}));
-  MT_CHECK(is_floating(in[0].dtype()) && is_floating(in[1].dtype()), op, "expected floating-point tensors, got ",
-           describe({in[0], in[1]}));
+  MT_CHECK(is_floating(promote_types(in[0].dtype(), in[1].dtype())), op,
+           "expected tensors that promote to a floating dtype, got ", describe({in[0], in[1]}));
   launch::check_same_device(op, {in[0], in[1]});
+  const DType common = promote_types(in[0].dtype(), in[1].dtype());  // before subtracting (a bool input)
+  for (Tensor& t : in)
+    if (t.dtype() != common) t = t.to(common);
   return in;
 }
 
-// 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta > 0): smooth-l1; Huber is delta times it.
+// 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta > 0): smooth-l1; Huber is beta
+// times it. The square reads d clamped to [-beta, beta], so that the branch where does not take
+// has a finite gradient (0 * inf would be NaN at an infinite d).
 Tensor smooth_l1(const Tensor& d, double beta) {
-  Tensor a = abs(d);
-  return where(a < beta, (0.5 / beta) * (d * d), a - 0.5 * beta);
+  Tensor a = abs(d), q = clamp(d, -beta, beta);
+  return where(a < beta, (0.5 / beta) * (q * q), a - 0.5 * beta);
 }
 
 }  // namespace
@@ -48,6 +54,9 @@ Tensor smooth_l1(const Tensor& d, double beta) {
 namespace functional {
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  // PyTorch refuses a bool input here (and not in mse or smooth-l1 loss): so does Mantissa.
+  MT_CHECK(input.dtype() != DType::Bool && target.dtype() != DType::Bool, "l1_loss",
+           "subtraction with a bool tensor is not supported, got ", describe({input, target}));
   auto in = pointwise_pair(autocast_l1_loss, input, target);
   return reduce(abs(in[0] - in[1]), reduction);
 }
@@ -64,8 +73,7 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduc
 Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction, double delta) {
   MT_CHECK(delta > 0, "huber_loss", "delta must be > 0, got ", delta);
   auto in = pointwise_pair(autocast_huber_loss, input, target);
-  Tensor d = in[0] - in[1], a = abs(d);
-  return reduce(where(a < delta, 0.5 * (d * d), delta * (a - 0.5 * delta)), reduction);
+  return reduce(delta * smooth_l1(in[0] - in[1], delta), reduction);
 }
 
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BceOptions& o) {
@@ -108,15 +116,18 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Bce
   if (needs_grad({x, y})) {
     record(op, {x, y}, loss,
            [sx = SavedTensor(x), sy = SavedTensor(y), sw = SavedTensor(w)](const Tensor& g, auto& need) {
-             Tensor x = sx.unpack(), y = sy.unpack(), w = sw.unpack();
-             Tensor gw = w.defined() ? g * w : g;
+             Tensor x0 = sx.unpack(), y0 = sy.unpack(), w = sw.unpack();
+             // In fp32 for half inputs: eps (1e-12) is 0 in fp16, and x (1 - x) underflows.
+             const bool half = x0.dtype() == DType::Float16 || x0.dtype() == DType::BFloat16;
+             Tensor x = half ? x0.to(DType::Float32) : x0, y = half ? y0.to(DType::Float32) : y0;
+             Tensor gw = w.defined() ? g.to(x.dtype()) * w : g.to(x.dtype());
              Tensor gx, gy;
              // PyTorch's: (x - y) / max(x (1 - x), eps), finite at p = 0 and 1; its eps is the float
              // nearest 1e-12.
              const double eps = double(1e-12f);
-             if (need[0]) gx = grad_for(gw * (x - y) / maximum(x * (1.0 - x), wrap_scalar(eps, x)), x);
+             if (need[0]) gx = grad_for(gw * (x - y) / maximum(x * (1.0 - x), wrap_scalar(eps, x)), x0);
              // PyTorch's target gradient has no clamp: +-inf at p = 0 and 1.
-             if (need[1]) gy = grad_for(gw * (log1p(-x) - log(x)), y);
+             if (need[1]) gy = grad_for(gw * (log1p(-x) - log(x)), y0);
              return Grads{gx, gy};
            });
   }

@@ -448,8 +448,8 @@ TEST(OpEdges, DocumentedDifferences) {
 }
 
 // ---------------------------------------------------------------- the sweep
-// Every op of the elementwise lists (core/elementwise_math.h) and of the reduction table in
-// tools/gen_reference_edges.py, over 0-dim, empty, size-1, contiguous, transposed, stepped and
+// Every op of the elementwise lists (core/elementwise_math.h) and of the reduction and nn tables
+// in tools/gen_reference_edges.py, over 0-dim, empty, size-1, contiguous, transposed, stepped and
 // expanded inputs, each dtype and mixed-dtype pairs, with NaN/inf/-0.0/huge/denormal values,
 // forward and backward, against float64 PyTorch references. A failing case names the op,
 // the shapes, strides and dtypes.
@@ -654,6 +654,43 @@ const std::map<std::string, Op>& reductions() {
   return ops;
 }
 
+// A loss target of x's shape holding v (float32 for an integer x), as the generator's target().
+Tensor target_of(const Tensor& x, double v = 0.25) {
+  return mt::full(x.sizes(), v, {.dtype = mt::is_floating(x.dtype()) ? x.dtype() : mt::kFloat32});
+}
+
+// The nn, shape and loss ops of the generator's NN_OPS (not in the elementwise lists).
+const std::map<std::string, Op>& nn_ops() {
+  static const std::map<std::string, Op> ops = {
+      {"softmax_last", [](auto& x) { return mt::softmax(x[0], -1); }},
+      {"softmax_first", [](auto& x) { return mt::softmax(x[0], 0); }},
+      {"log_softmax_last", [](auto& x) { return mt::log_softmax(x[0], -1); }},
+      {"log_softmax_first", [](auto& x) { return mt::log_softmax(x[0], 0); }},
+      {"cumsum_last", [](auto& x) { return mt::cumsum(x[0], -1); }},
+      {"cumprod_last", [](auto& x) { return mt::cumprod(x[0], -1); }},
+      {"cat_last",
+       [](auto& x) {
+         return mt::cat({x[0], x[0]}, -1);
+       }},
+      {"flatten", [](auto& x) { return F::flatten(x[0], 0); }},
+      {"sort_last", [](auto& x) { return mt::sort(x[0], -1).values; }},
+      {"norm_all", [](auto& x) { return mt::norm(x[0]); }},
+      {"all", [](auto& x) { return mt::all(x[0]); }},
+      {"any", [](auto& x) { return mt::any(x[0]); }},
+      {"masked_fill", [](auto& x) { return mt::masked_fill(x[0], mt::gt(x[0], mt::scalar_tensor(1.0)), -1.5); }},
+      {"leaky_relu", [](auto& x) { return mt::leaky_relu(x[0], 0.1); }},
+      {"elu", [](auto& x) { return mt::elu(x[0]); }},
+      {"hardtanh", [](auto& x) { return mt::hardtanh(x[0], -2, 2); }},
+      {"mse_loss", [](auto& x) { return F::mse_loss(x[0], target_of(x[0])); }},
+      {"l1_loss", [](auto& x) { return F::l1_loss(x[0], target_of(x[0])); }},
+      {"smooth_l1_loss",
+       [](auto& x) { return F::smooth_l1_loss(x[0], target_of(x[0]), mt::nn::Reduction::Mean, 0.5); }},
+      {"huber_loss", [](auto& x) { return F::huber_loss(x[0], target_of(x[0]), mt::nn::Reduction::Mean, 0.5); }},
+      {"bce", [](auto& x) { return F::binary_cross_entropy(mt::sigmoid(x[0]), target_of(x[0], 0.75)); }},
+  };
+  return ops;
+}
+
 // Runs one fixture case; returns "" or what went wrong.
 std::string run_case(const Op& op, const json& c, const std::vector<std::string>& dtypes,
                      const std::vector<std::string>& layouts, const std::vector<const json*>& encs) {
@@ -710,12 +747,13 @@ TEST(OpEdgesSweep, EveryListedOpIsSwept) {
   MT_BINARY_OPS(MT_CHECK_SWEPT_BINARY)
 #undef MT_CHECK_SWEPT_BINARY
   std::set<std::string> in_fixture;
-  for (const char* part : {"unary", "binary", "reduce"})
+  for (const char* part : {"unary", "binary", "reduce", "nn"})
     for (const auto& c : edges_fixture().at("sweep").at(part))
       in_fixture.insert(std::string(part) + ":" + std::string(c.at("op")));
   for (const auto& [name, op] : unary_ops()) EXPECT_TRUE(in_fixture.count("unary:" + name)) << name;
   for (const auto& [name, op] : binary_ops()) EXPECT_TRUE(in_fixture.count("binary:" + name)) << name;
   for (const auto& [name, op] : reductions()) EXPECT_TRUE(in_fixture.count("reduce:" + name)) << name;
+  for (const auto& [name, op] : nn_ops()) EXPECT_TRUE(in_fixture.count("nn:" + name)) << name;
 }
 
 namespace {
@@ -727,7 +765,8 @@ void sweep(const char* part) {
     if (std::string(part) == "binary") {
       why = run_case(binary_ops().at(name), c, c.at("dtypes"), c.at("layouts"), {&c.at("a"), &c.at("b")});
     } else {
-      const Op& op = std::string(part) == "unary" ? unary_ops().at(name) : reductions().at(name);
+      const std::string p = part;
+      const Op& op = p == "unary" ? unary_ops().at(name) : p == "reduce" ? reductions().at(name) : nn_ops().at(name);
       why = run_case(op, c, {c.at("dtype")}, {c.at("layout")}, {&c.at("x")});
     }
     ++n;
@@ -743,3 +782,4 @@ void sweep(const char* part) {
 TEST(OpEdgesSweep, Unary) { sweep("unary"); }
 TEST(OpEdgesSweep, Binary) { sweep("binary"); }
 TEST(OpEdgesSweep, Reductions) { sweep("reduce"); }
+TEST(OpEdgesSweep, NnShapeAndLossOps) { sweep("nn"); }

@@ -8,7 +8,8 @@ Two parts:
   item 18): the float64 update momentum * batch + (1 - momentum) * running, rounded once.
 * "sweep": every elementwise op of the lists in core/elementwise_math.h (read from that file,
   so a new list entry appears here without editing this script, and the generator fails until
-  the entry has a torch counterpart below) and every reduction of REDUCTIONS, over 0-dim, empty,
+  the entry has a torch counterpart below), every reduction of REDUCTIONS and every nn, shape
+  and loss op of NN_OPS, over 0-dim, empty,
   size-1, contiguous, transposed, stepped and expanded inputs, each dtype, with NaN, +-inf, -0.0,
   huge and denormal values. References are computed in float64 and rounded once to the result
   dtype (integer inputs: computed by torch in their own dtype); gradients are float64 autograd
@@ -127,6 +128,29 @@ REDUCTIONS = {
     "var_last": lambda x: torch.var(x, -1), "std_last": lambda x: torch.std(x, -1),
     "logsumexp_last": lambda x: torch.logsumexp(x, -1),
 }
+
+def target(x, v=0.25):
+    """A loss target of x's shape holding v (float32 for an integer x)."""
+    return torch.full(x.shape, v, dtype=x.dtype if x.is_floating_point() else torch.float32)
+
+
+# The nn, shape and loss ops a model is written with, each of one tensor (a loss against a
+# constant target): not in the elementwise lists, so listed here and in NN_OPS of the test.
+NN_OPS = {
+    "softmax_last": lambda x: F.softmax(x, -1), "softmax_first": lambda x: F.softmax(x, 0),
+    "log_softmax_last": lambda x: F.log_softmax(x, -1), "log_softmax_first": lambda x: F.log_softmax(x, 0),
+    "cumsum_last": lambda x: torch.cumsum(x, -1), "cumprod_last": lambda x: torch.cumprod(x, -1),
+    "cat_last": lambda x: torch.cat([x, x], -1), "flatten": lambda x: torch.flatten(x),
+    "sort_last": lambda x: torch.sort(x, -1).values, "norm_all": lambda x: torch.norm(x),
+    "all": torch.all, "any": torch.any,
+    "masked_fill": lambda x: x.masked_fill(x > 1, -1.5),
+    "leaky_relu": lambda x: F.leaky_relu(x, 0.1), "elu": F.elu, "hardtanh": lambda x: F.hardtanh(x, -2, 2),
+    "mse_loss": lambda x: F.mse_loss(x, target(x)), "l1_loss": lambda x: F.l1_loss(x, target(x)),
+    "smooth_l1_loss": lambda x: F.smooth_l1_loss(x, target(x), beta=0.5),
+    "huber_loss": lambda x: F.huber_loss(x, target(x), delta=0.5),
+    "bce": lambda x: F.binary_cross_entropy(torch.sigmoid(x), target(x, 0.75)),
+}
+
 # float-only in torch as in Mantissa
 FLOAT_ONLY_REDUCTIONS = {"mean_all", "mean_last", "var_last", "std_last", "logsumexp_last"}
 
@@ -275,7 +299,37 @@ def sweep():
                     c.pop("grads", None)  # 0 degrees of freedom: both gradients are meaningless
                 c.update({"op": name, "dtype": dt, "layout": layout, "x": enc(base)})
                 reduce_cases.append(c)
-    return {"unary": unary_cases, "binary": binary_cases, "reduce": reduce_cases}
+    nn_cases = []
+    for name, fn in NN_OPS.items():
+        for dt in DTYPES:
+            for layout, (shape, view) in REDUCE_LAYOUTS.items():
+                base = make(dt, shape, 3)
+                if dt in FLOATS and name == "sort_last":  # no -0.0 / 0.0 tie (their order is unspecified)
+                    base = torch.where(base == 0, torch.full_like(base, 0.5), base)
+                if dt in FLOATS and name == "cumprod_last":
+                    # Products of the huge values overflow or not by the order of the factors
+                    # (torch multiplies left to right, Mantissa's scan pairs them): no reference.
+                    base = torch.where(base.abs() > 1e30, torch.full_like(base, 3.0), base)
+                if name == "huber_loss" and dt not in FLOATS:
+                    # torch 1.13 refuses integer inputs here but not in mse/l1/smooth_l1_loss;
+                    # Mantissa promotes them for all four (the reference: the float32 input).
+                    c = case(lambda x: fn(x.float()), [base], [view])
+                    if "error" not in c:
+                        c.pop("grads", None)
+                else:
+                    c = case(fn, [base], [view])
+                if name == "bce" and dt == "float16":
+                    # The gradient that reaches sigmoid at x = inf (0.25 / 1e-12) overflows fp16
+                    # before sigmoid's factor 0 meets it (inf * 0, as in torch's fp16 CUDA
+                    # kernels): float64 is no yardstick for it.
+                    c.pop("grads", None)
+                if "softmax" in name and dt not in FLOATS:
+                    # torch refuses integer softmax, except that an empty input skips its dtype
+                    # check; Mantissa refuses them all.
+                    c = {"error": True}
+                c.update({"op": name, "dtype": dt, "layout": layout, "x": enc(base)})
+                nn_cases.append(c)
+    return {"unary": unary_cases, "binary": binary_cases, "reduce": reduce_cases, "nn": nn_cases}
 
 
 def main():

@@ -160,21 +160,26 @@ TEST(OnnxExportErrors, BatchDependentConstantsAreSymbolicOrRejected) {
   const fs::path p = temp_dir() / "batch.onnx";
   fs::remove(p);
   onnx_test::BatchFills fills;
-  mt::onnx::export_model(fills, {mt::randn({2, 8})}, p.string(), {.dynamic_batch = true});
+  mt::onnx::ExportOptions dynamic;
+  dynamic.dynamic_batch = true;
+  mt::onnx::export_model(fills, {mt::randn({2, 8})}, p.string(), dynamic);
   ::onnx::ModelProto m;
   std::ifstream f(p, std::ios::binary);
   ASSERT_TRUE(m.ParseFromIstream(&f));
   int expands = 0;
   for (const auto& n : m.graph().node()) expands += n.op_type() == "Expand";
-  EXPECT_EQ(expands, 3);                         // zeros [batch, 2], full [batch, 8], full [8, batch]
-  for (const auto& t : m.graph().initializer())  // the fills are 0-dim values, Expanded at run time
-    if (t.dims_size() > 1) EXPECT_EQ(t.name(), "fc.weight") << t.name() << " holds the traced batch";
+  EXPECT_EQ(expands, 3);                           // zeros [batch, 2], full [batch, 8], full [8, batch]
+  for (const auto& t : m.graph().initializer()) {  // the fills are 0-dim values, Expanded at run time
+    if (t.dims_size() > 1) {
+      EXPECT_EQ(t.name(), "fc.weight") << t.name() << " holds the traced batch";
+    }
+  }
   // A static export keeps the constants as they are.
   mt::onnx::export_model(fills, {mt::randn({2, 8})}, p.string());
   RowIndex rows;
   fs::remove(p);
   try {
-    mt::onnx::export_model(rows, {mt::randn({2, 3})}, p.string(), {.dynamic_batch = true});
+    mt::onnx::export_model(rows, {mt::randn({2, 3})}, p.string(), dynamic);
     FAIL() << "no error";
   } catch (const mt::Error& e) {
     const std::string w = e.what();
