@@ -676,6 +676,8 @@ const std::map<std::string, Op>& nn_ops() {
       {"sort_last", [](auto& x) { return mt::sort(x[0], -1).values; }},
       {"norm_all", [](auto& x) { return mt::norm(x[0]); }},
       {"all", [](auto& x) { return mt::all(x[0]); }},
+      {"layer_norm_last",
+       [](auto& x) { return F::layer_norm(x[0], x[0].dim() ? mt::Shape{x[0].size(-1)} : mt::Shape{}); }},
       {"any", [](auto& x) { return mt::any(x[0]); }},
       {"masked_fill", [](auto& x) { return mt::masked_fill(x[0], mt::gt(x[0], mt::scalar_tensor(1.0)), -1.5); }},
       {"leaky_relu", [](auto& x) { return mt::leaky_relu(x[0], 0.1); }},
