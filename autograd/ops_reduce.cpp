@@ -152,8 +152,7 @@ Tensor var(const Tensor& x0, const Shape& dims_in, int64_t correction, bool keep
   Tensor x = amp::autocast_one(autocast_var, x0);
   MT_CHECK(is_floating(x.dtype()), "var", "expected a floating-point input, got ", dtype_name(x.dtype()));
   auto dims = reduction_dims(dims_in, x.dim(), "var");
-  Shape kept;
-  Tensor rows = launch::move_dims_last(x, dims, kept);
+  Tensor rows = launch::reduction_rows(x, dims);
   Shape out_shape = launch::reduced_shape(x.sizes(), dims, keepdim);
   Tensor v = make_tensor(out_shape, x.dtype(), x.device());
   Tensor m = make_tensor(out_shape, x.dtype(), x.device());

@@ -123,37 +123,52 @@ int64_t collapsed_stride(const Shape& sizes, const Shape& st) {
   return inner == 0 ? 1 : inner;
 }
 
-// A CPU float sum over the leading dims of a contiguous tensor (a bias gradient, the
-// backward of a broadcast add): the [outer, n] view with unit-stride columns, no copy (the
-// CPU kernel sums columns in place; the transposing copy cost as much as the GEMMs around it).
-// An undefined tensor when the layout or the op is not that case.
-Tensor column_view(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims) {
-  if (op != ReduceOp::Sum || !x.device().is_cpu() || !is_floating(x.dtype()) || dims.empty()) return Tensor();
-  Shape kept_sizes, kept_st, red_sizes, red_st;
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    const bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
-    (reduced ? red_sizes : kept_sizes).push_back(x.size(d));
-    (reduced ? red_st : kept_st).push_back(x.stride(d));
-  }
-  const int64_t outer = shape_numel(kept_sizes), n = shape_numel(red_sizes);
-  if (outer < 2 || n < 2 || collapsed_stride(kept_sizes, kept_st) != 1) return Tensor();
-  const int64_t row_stride = collapsed_stride(red_sizes, red_st);
-  if (row_stride < outer) return Tensor();
-  return make_view(x, {outer, n}, {1, row_stride}, x.offset());
+// A CPU reduction over a run of dims followed by kept dims of unit stride (a bias gradient,
+// the backward of a broadcast add, a max or var over dim 0 or over the sequence of [B, T, C]):
+// the [outer, cols, n] view with unit-stride columns, no copy (the CPU kernels reduce columns
+// in place; the transposing copy cost more than the reduction). An undefined tensor when the
+// layout is not that case.
+Tensor column_view(const Tensor& x, const std::vector<int64_t>& dims) {
+  if (!x.device().is_cpu() || dims.empty()) return Tensor();
+  for (size_t i = 1; i < dims.size(); ++i)
+    if (dims[i] != dims[i - 1] + 1) return Tensor();  // not one run of dims
+  const int64_t first = dims.front(), last = dims.back();
+  auto part = [&](int64_t b, int64_t e, Shape& sizes, Shape& st) {
+    for (int64_t d = b; d < e; ++d) {
+      sizes.push_back(x.size(d));
+      st.push_back(x.stride(d));
+    }
+  };
+  Shape lead_sizes, lead_st, red_sizes, red_st, col_sizes, col_st;
+  part(0, first, lead_sizes, lead_st);
+  part(first, last + 1, red_sizes, red_st);
+  part(last + 1, x.dim(), col_sizes, col_st);
+  const int64_t outer = shape_numel(lead_sizes), n = shape_numel(red_sizes), cols = shape_numel(col_sizes);
+  if (cols < 2 || n < 2 || collapsed_stride(col_sizes, col_st) != 1) return Tensor();
+  const int64_t ld = collapsed_stride(red_sizes, red_st);
+  if (ld < cols) return Tensor();
+  const int64_t so = outer == 1 ? ld * n : collapsed_stride(lead_sizes, lead_st);
+  if (so < ld * n) return Tensor();
+  return make_view(x, {outer, cols, n}, {so, 1, ld}, x.offset());
 }
 
 }  // namespace
 
-Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType out_dtype) {
+Tensor reduction_rows(const Tensor& x, const std::vector<int64_t>& dims) {
+  Tensor columns = column_view(x, dims);
+  if (columns.defined()) return columns;
   Shape kept;
-  Tensor columns = column_view(op, x, dims);
-  Tensor rows = columns.defined() ? columns : move_dims_last(x, dims, kept);
-  if (rows.size(1) == 0) {
+  return move_dims_last(x, dims, kept);
+}
+
+Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType out_dtype) {
+  Tensor rows = reduction_rows(x, dims);
+  if (rows.size(-1) == 0) {
     MT_CHECK(op == ReduceOp::Sum || op == ReduceOp::Prod, op_name(op), "cannot reduce over an empty dimension of ",
              x.shape_str(), " (max/min/argmax have no identity)");
   }
   Tensor out = make_tensor(reduced_shape(x.sizes(), dims, keepdim), out_dtype, x.device());
-  if (rows.size(1) == 0) {
+  if (rows.size(-1) == 0) {
     backend_for(x.device()).fill(out, op == ReduceOp::Sum ? 0 : 1);
     return out;
   }

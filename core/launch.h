@@ -26,6 +26,10 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, DType compute, DTyp
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType out_dtype);
 // x with `dims` moved to the end and made contiguous: a [outer, n] block for row kernels.
 Tensor move_dims_last(const Tensor& x, const std::vector<int64_t>& dims, Shape& kept_sizes);
+// What a reduction kernel reads for x over dims (sorted): the [outer, n] rows of move_dims_last
+// or, on the CPU where a run of reduced dims is followed by unit-stride kept dims, the
+// [outer, cols, n] view with strides {so, 1, ld} (no copy; the kernels reduce the columns).
+Tensor reduction_rows(const Tensor& x, const std::vector<int64_t>& dims);
 // Shape of a reduction result.
 Shape reduced_shape(const Shape& in, const std::vector<int64_t>& dims, bool keepdim);
 

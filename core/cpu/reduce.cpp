@@ -1,6 +1,6 @@
-// CPU reductions over the last axis of a contiguous [outer, n] view (sums also over the
-// columns of a view with unit-stride columns). Softmax is in core/cpu/softmax.cpp.
-// Reduced floats accumulate in fp32, fp64 in fp64.
+// CPU reductions over the last axis of a contiguous [outer, n] view, or over the columns of
+// launch::reduction_rows' [outer, cols, n] view with unit-stride columns (no transposing copy). Softmax is in
+// core/cpu/softmax.cpp. Reduced floats accumulate in fp32, fp64 in fp64.
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -12,61 +12,269 @@ namespace mantissa::cpu {
 
 namespace {
 
-// Sum of n values read through `load`, in blocks so that fp32 rounding error grows with
-// log(n) rather than n (the blocks are vectorized partial sums added in double).
-template <typename Acc, typename Load>
-Acc blocked_sum(int64_t n, Load load) {
+// Sum of p[0, n) as Acc, in blocks so that fp32 rounding error grows with log(n) rather than n
+// (the blocks are vectorized partial sums added in double). A plain pointer, not a load
+// callback: through a callback GCC vectorized the loads as gathers (1.2 G elements/s).
+template <typename Acc, typename T>
+Acc row_sum(const T* p, int64_t n) {
   if constexpr (std::is_integral_v<Acc>) {  // integers: exact (wrapping) sum, no double
     Acc total = 0;
-    for (int64_t i = 0; i < n; ++i) total += load(i);
+    for (int64_t i = 0; i < n; ++i) total += Acc(p[i]);
     return total;
   }
   constexpr int64_t kBlock = 1024;
   double total = 0;
   for (int64_t s = 0; s < n; s += kBlock) {
-    int64_t e = std::min(n, s + kBlock);
+    const int64_t e = std::min(n, s + kBlock);
     Acc part = 0;
 #pragma omp simd reduction(+ : part)
-    for (int64_t i = s; i < e; ++i) part += load(i);
+    for (int64_t i = s; i < e; ++i) part += load_acc<Acc>(p, i);
     total += double(part);
   }
   return Acc(total);
 }
 
-// in: [outer, n] with unit-stride columns (stride {1, ld}); y[c] = sum_i in[c, i]. Threads
-// take blocks of columns and add whole rows of a block at a time (vectorized across the
-// columns), in chunks of rows whose fp32 partial sums are added in double, as blocked_sum.
+// Sum of (p[i] - m)^2 over [0, n), blocked as row_sum.
+template <typename Acc, typename T>
+Acc row_squared_deviation(const T* p, int64_t n, Acc m) {
+  constexpr int64_t kBlock = 1024;
+  double total = 0;
+  for (int64_t s = 0; s < n; s += kBlock) {
+    const int64_t e = std::min(n, s + kBlock);
+    Acc part = 0;
+#pragma omp simd reduction(+ : part)
+    for (int64_t i = s; i < e; ++i) {
+      const Acc d = load_acc<Acc>(p, i) - m;
+      part += d * d;
+    }
+    total += double(part);
+  }
+  return Acc(total);
+}
+
+// The index of the max (min) of p[0, n), n >= 1: the first NaN if there is one, else the first
+// occurrence of the extreme. A vectorized pass finds the extreme and whether a NaN is there; a
+// short scalar scan then finds its first position (only when the index is wanted).
+template <typename Acc, bool kMax, typename T>
+int64_t row_extreme(const T* p, int64_t n, bool want_index, Acc& value) {
+  Acc best = load_acc<Acc>(p, 0);
+  int nan = 0;
+  if constexpr (kMax) {
+#pragma omp simd reduction(max : best) reduction(| : nan)
+    for (int64_t i = 0; i < n; ++i) {
+      const Acc v = load_acc<Acc>(p, i);
+      nan |= v != v;
+      best = v > best ? v : best;
+    }
+  } else {
+#pragma omp simd reduction(min : best) reduction(| : nan)
+    for (int64_t i = 0; i < n; ++i) {
+      const Acc v = load_acc<Acc>(p, i);
+      nan |= v != v;
+      best = v < best ? v : best;
+    }
+  }
+  int64_t at = 0;
+  if (nan) {
+    while (load_acc<Acc>(p, at) == load_acc<Acc>(p, at)) ++at;
+    value = load_acc<Acc>(p, at);
+  } else {
+    value = best;
+    if (want_index)
+      while (load_acc<Acc>(p, at) != best) ++at;
+  }
+  return at;
+}
+
+// in: [cols, n] with unit-stride columns (stride {1, ld}), cols <= 256; y[c] = sum_i in[c, i]:
+// whole rows of the block added at a time (vectorized across the columns), in chunks of rows
+// whose partial sums are added in double, as row_sum.
 template <typename T, typename Acc>
-void column_sum(const T* x, int64_t outer, int64_t n, int64_t ld, T* y) {
+void column_sum(const T* x, int64_t cols, int64_t n, int64_t ld, T* y) {
   constexpr int64_t kCols = 256, kRows = 256;
-  parallel_for(0, (outer + kCols - 1) / kCols, std::max<int64_t>(1, kParallelGrain / (kCols * n)),
-               [&](int64_t b, int64_t e) {
-                 for (int64_t blk = b; blk < e; ++blk) {
-                   const int64_t c0 = blk * kCols, nc = std::min(kCols, outer - c0);
-                   double total[kCols] = {};
-                   Acc part[kCols];
-                   for (int64_t r0 = 0; r0 < n; r0 += kRows) {
-                     std::fill(part, part + nc, Acc(0));
-                     for (int64_t r = r0; r < std::min(n, r0 + kRows); ++r) {
-                       const T* row = x + r * ld + c0;
+  const int64_t nc = std::min(kCols, cols);
+  double total[kCols] = {};
+  Acc part[kCols];
+  for (int64_t r0 = 0; r0 < n; r0 += kRows) {
+    std::fill(part, part + nc, Acc(0));
+    for (int64_t r = r0; r < std::min(n, r0 + kRows); ++r) {
+      const T* row = x + r * ld;
 #pragma omp simd
-                       for (int64_t c = 0; c < nc; ++c) part[c] += load_acc<Acc>(row, c);
-                     }
-                     for (int64_t c = 0; c < nc; ++c) total[c] += double(part[c]);
-                   }
-                   for (int64_t c = 0; c < nc; ++c) store_acc(y + c0, c, Acc(total[c]));
-                 }
-               });
+      for (int64_t c = 0; c < nc; ++c) part[c] += load_acc<Acc>(row, c);
+    }
+    for (int64_t c = 0; c < nc; ++c) total[c] += double(part[c]);
+  }
+  for (int64_t c = 0; c < nc; ++c) store_acc(y, c, Acc(total[c]));
+}
+
+// in: [cols, n] with unit-stride columns (stride {1, ld}), cols <= 256; y[c] = the max (min)
+// over i of in[c, i], or its first index (kIndex, int64 y), NaN winning as in the row scan. The
+// running best of the block is updated a whole row at a time (vectorized: bitwise conditions,
+// int32 row numbers while they fit, which keeps the lanes of values and indices equal).
+template <typename T, typename Acc, bool kMax, bool kIndex, typename Index>
+void column_extreme(const T* x, int64_t cols, int64_t n, int64_t ld, void* out) {
+  constexpr int64_t kCols = 256;
+  const int64_t nc = std::min(kCols, cols);
+  Acc best[kCols];
+  Index at[kCols] = {};
+  for (int64_t c = 0; c < nc; ++c) best[c] = load_acc<Acc>(x, c);
+  for (int64_t r = 1; r < n; ++r) {
+    const T* row = x + r * ld;
+    const Index ri = Index(r);
+#pragma omp simd
+    for (int64_t c = 0; c < nc; ++c) {
+      const Acc v = load_acc<Acc>(row, c), b = best[c];
+      const bool take = (b == b) & ((v != v) | (kMax ? v > b : v < b));
+      best[c] = take ? v : b;
+      if constexpr (kIndex) at[c] = take ? ri : at[c];
+    }
+  }
+  for (int64_t c = 0; c < nc; ++c) {
+    if constexpr (kIndex)
+      static_cast<int64_t*>(out)[c] = int64_t(at[c]);
+    else
+      static_cast<T*>(out)[c] = cast_to<T>(best[c]);
+  }
+}
+
+template <typename T, typename Acc, bool kMax>
+void column_extreme(const T* x, int64_t cols, int64_t n, int64_t ld, bool want_index, void* out) {
+  if (!want_index)
+    column_extreme<T, Acc, kMax, false, int32_t>(x, cols, n, ld, out);
+  else if (n <= INT32_MAX)
+    column_extreme<T, Acc, kMax, true, int32_t>(x, cols, n, ld, out);
+  else
+    column_extreme<T, Acc, kMax, true, int64_t>(x, cols, n, ld, out);
+}
+
+// in: [cols, n] with unit-stride columns; y[c] = the product over i of in[c, i], in order.
+template <typename T, typename Acc>
+void column_prod(const T* x, int64_t cols, int64_t n, int64_t ld, T* y) {
+  constexpr int64_t kCols = 256;
+  for (int64_t c0 = 0; c0 < cols; c0 += kCols) {
+    const int64_t nc = std::min(kCols, cols - c0);
+    Acc acc[kCols];
+    std::fill(acc, acc + nc, Acc(1));
+    for (int64_t r = 0; r < n; ++r) {
+      const T* row = x + r * ld + c0;
+#pragma omp simd
+      for (int64_t c = 0; c < nc; ++c) acc[c] *= cast_to<Acc>(row[c]);
+    }
+    for (int64_t c = 0; c < nc; ++c) y[c0 + c] = cast_to<T>(acc[c]);
+  }
+}
+
+// The columns of launch::reduction_rows' [outer, cols, n] view (strides {so, 1, ld}): each of
+// the outer slices is a [cols, n] column reduction; threads take (slice, block of columns).
+template <typename Fn>
+void for_column_blocks(const Tensor& in, Fn fn) {
+  constexpr int64_t kCols = 256;
+  const int64_t outer = in.size(0), cols = in.size(1), n = in.size(2);
+  const int64_t blocks = (cols + kCols - 1) / kCols;
+  parallel_for(0, outer * blocks, std::max<int64_t>(1, kParallelGrain / (kCols * n)), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t o = i / blocks, c0 = (i % blocks) * kCols;
+      // slice o, columns [c0, c0 + nc): input offset, output offset, count
+      fn(o * in.stride(0) + c0, o * cols + c0, std::min(kCols, cols - c0));
+    }
+  });
+}
+
+void reduce_columns(ReduceOp op, const Tensor& in, const Tensor& out) {
+  const int64_t n = in.size(2), ld = in.stride(2);
+  dispatch_all(in.dtype(), [&]<typename T>() {
+    using Acc = std::conditional_t<std::is_same_v<T, bool>, int64_t, acc_t<T>>;
+    const T* x = static_cast<const T*>(in.raw_data());
+    switch (op) {
+      case ReduceOp::Sum:
+        if constexpr (std::is_floating_point_v<Acc>) {
+          for_column_blocks(in, [&](int64_t xo, int64_t yo, int64_t nc) {
+            column_sum<T, Acc>(x + xo, nc, n, ld, static_cast<T*>(out.raw_data()) + yo);
+          });
+        } else {  // integers: an exact (wrapping) int64 sum, as the row form
+          for_column_blocks(in, [&](int64_t xo, int64_t yo, int64_t nc) {
+            int64_t* y = static_cast<int64_t*>(out.raw_data()) + yo;
+            for (int64_t c = 0; c < nc; ++c) {
+              uint64_t acc = 0;
+              for (int64_t r = 0; r < n; ++r) acc += uint64_t(int64_t(x[xo + r * ld + c]));
+              y[c] = int64_t(acc);
+            }
+          });
+        }
+        return;
+      case ReduceOp::Prod:
+        for_column_blocks(in, [&](int64_t xo, int64_t yo, int64_t nc) {
+          column_prod<T, Acc>(x + xo, nc, n, ld, static_cast<T*>(out.raw_data()) + yo);
+        });
+        return;
+      case ReduceOp::Max:
+      case ReduceOp::Min:
+      case ReduceOp::ArgMax:
+      case ReduceOp::ArgMin: {
+        const bool want_max = op == ReduceOp::Max || op == ReduceOp::ArgMax;
+        const bool want_index = op == ReduceOp::ArgMax || op == ReduceOp::ArgMin;
+        const size_t elem = want_index ? sizeof(int64_t) : sizeof(T);
+        for_column_blocks(in, [&](int64_t xo, int64_t yo, int64_t nc) {
+          void* y = static_cast<char*>(out.raw_data()) + size_t(yo) * elem;
+          if (want_max)
+            column_extreme<T, Acc, true>(x + xo, nc, n, ld, want_index, y);
+          else
+            column_extreme<T, Acc, false>(x + xo, nc, n, ld, want_index, y);
+        });
+        return;
+      }
+    }
+  });
+}
+
+// var_mean over the columns of the [outer, cols, n] view: per block of columns the mean (a
+// column sum), then the sum of squared deviations from it, as the row form's two passes.
+void var_mean_columns(const Tensor& in, const Tensor& var, const Tensor& mean, int64_t correction) {
+  const int64_t n = in.size(2), ld = in.stride(2);
+  dispatch_floating(in.dtype(), "var", [&]<typename T>() {
+    using Acc = acc_t<T>;
+    const T* x = static_cast<const T*>(in.raw_data());
+    for_column_blocks(in, [&](int64_t xo, int64_t yo, int64_t nc) {
+      constexpr int64_t kCols = 256, kRows = 256;
+      double total[kCols] = {}, sq[kCols] = {};
+      Acc part[kCols], m[kCols];
+      const T* p = x + xo;
+      for (int64_t pass = 0; pass < 2; ++pass) {
+        for (int64_t r0 = 0; r0 < n; r0 += kRows) {
+          std::fill(part, part + nc, Acc(0));
+          for (int64_t r = r0; r < std::min(n, r0 + kRows); ++r) {
+            const T* row = p + r * ld;
+            if (pass == 0) {
+#pragma omp simd
+              for (int64_t c = 0; c < nc; ++c) part[c] += load_acc<Acc>(row, c);
+            } else {
+#pragma omp simd
+              for (int64_t c = 0; c < nc; ++c) {
+                const Acc d = load_acc<Acc>(row, c) - m[c];
+                part[c] += d * d;
+              }
+            }
+          }
+          for (int64_t c = 0; c < nc; ++c) (pass == 0 ? total : sq)[c] += double(part[c]);
+        }
+        if (pass == 0)
+          for (int64_t c = 0; c < nc; ++c) m[c] = Acc(total[c]) / Acc(n);
+      }
+      const int64_t dof = n - correction;
+      for (int64_t c = 0; c < nc; ++c) {
+        static_cast<T*>(mean.raw_data())[yo + c] = cast_to<T>(m[c]);
+        static_cast<T*>(var.raw_data())[yo + c] =
+            cast_to<T>(dof > 0 ? Acc(sq[c]) / Acc(dof) : std::numeric_limits<Acc>::quiet_NaN());
+      }
+    });
+  });
 }
 
 }  // namespace
 
 void reduce(ReduceOp op, const Tensor& in, const Tensor& out) {
-  if (in.dim() == 2 && in.stride(1) != 1 && in.stride(0) == 1) {  // columns (launch::reduce's column view)
-    MT_CHECK(op == ReduceOp::Sum && is_floating(in.dtype()), "reduce", "a strided [outer, n] input is summed only");
-    dispatch_floating(in.dtype(), "sum", [&]<typename T>() {
-      column_sum<T, acc_t<T>>(in.data_ptr<T>(), in.size(0), in.size(1), in.stride(1), out.data_ptr<T>());
-    });
+  if (in.dim() == 3 && in.stride(1) == 1) {  // columns (launch::reduction_rows' column view)
+    reduce_columns(op, in, out);
     return;
   }
   const int64_t n = in.dim() ? in.size(-1) : 1;
@@ -91,7 +299,7 @@ void reduce(ReduceOp op, const Tensor& in, const Tensor& out) {
 #pragma omp parallel for
           for (int64_t c = 0; c < nchunks; ++c) {
             int64_t s = c * chunk, e = std::min(n, s + chunk);
-            parts[c] = double(blocked_sum<SumAcc>(e - s, [&](int64_t i) { return load_acc<SumAcc>(x, s + i); }));
+            parts[c] = double(row_sum<SumAcc>(x + s, e - s));
           }
           double total = 0;
           for (double p : parts) total += p;
@@ -102,7 +310,7 @@ void reduce(ReduceOp op, const Tensor& in, const Tensor& out) {
                      [&](int64_t b, int64_t e) {
                        for (int64_t r = b; r < e; ++r) {
                          const T* p = row(r);
-                         y[r] = cast_to<Out>(blocked_sum<SumAcc>(n, [&](int64_t i) { return load_acc<SumAcc>(p, i); }));
+                         y[r] = cast_to<Out>(row_sum<SumAcc>(p, n));
                        }
                      });
         return;
@@ -125,20 +333,13 @@ void reduce(ReduceOp op, const Tensor& in, const Tensor& out) {
         parallel_for(0, outer, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)),
                      [&](int64_t b, int64_t e) {
                        for (int64_t r = b; r < e; ++r) {
-                         const T* p = row(r);
-                         int64_t best = 0;
-                         Acc bv = cast_to<Acc>(p[0]);
-                         for (int64_t i = 1; i < n && bv == bv; ++i) {  // NaN wins and stops the scan
-                           Acc v = cast_to<Acc>(p[i]);
-                           if (v != v || (want_max ? v > bv : v < bv)) {
-                             bv = v;
-                             best = i;
-                           }
-                         }
+                         Acc value;
+                         const int64_t at = want_max ? row_extreme<Acc, true>(row(r), n, want_index, value)
+                                                     : row_extreme<Acc, false>(row(r), n, want_index, value);
                          if (want_index)
-                           static_cast<int64_t*>(out.raw_data())[r] = best;
+                           static_cast<int64_t*>(out.raw_data())[r] = at;
                          else
-                           static_cast<T*>(out.raw_data())[r] = p[best];
+                           static_cast<T*>(out.raw_data())[r] = cast_to<T>(value);
                        }
                      });
         return;
@@ -148,6 +349,10 @@ void reduce(ReduceOp op, const Tensor& in, const Tensor& out) {
 }
 
 void var_mean(const Tensor& in, const Tensor& var, const Tensor& mean, int64_t correction) {
+  if (in.dim() == 3 && in.stride(1) == 1) {  // columns (launch::reduction_rows' column view)
+    var_mean_columns(in, var, mean, correction);
+    return;
+  }
   const int64_t n = in.dim() ? in.size(-1) : 1;
   const int64_t outer = n ? in.numel() / n : var.numel();
   dispatch_floating(in.dtype(), "var", [&]<typename T>() {
@@ -158,11 +363,8 @@ void var_mean(const Tensor& in, const Tensor& var, const Tensor& mean, int64_t c
     parallel_for(0, outer, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const T* p = x + r * n;
-        Acc m = blocked_sum<Acc>(n, [&](int64_t i) { return cast_to<Acc>(p[i]); }) / Acc(n);
-        Acc ss = blocked_sum<Acc>(n, [&](int64_t i) {
-          Acc d = cast_to<Acc>(p[i]) - m;
-          return d * d;
-        });
+        const Acc m = row_sum<Acc>(p, n) / Acc(n);
+        const Acc ss = row_squared_deviation<Acc>(p, n, m);
         int64_t dof = n - correction;
         pm[r] = cast_to<T>(m);
         pv[r] = cast_to<T>(dof > 0 ? ss / Acc(dof) : std::numeric_limits<Acc>::quiet_NaN());

@@ -1,0 +1,123 @@
+// Reductions over a run of dims followed by kept dims (dim 0 of [N, C], the middle dim of
+// [B, T, C], dims {1, 2} of [A, B, C, D]) read the input in place on the CPU
+// (launch::reduction_rows' column view); the reference is the same reduction of the input
+// permuted so that the reduced dims are last and made contiguous (the row kernels).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "autograd/gradcheck.h"
+#include "test_util.h"
+
+namespace mt = mantissa;
+using mt::Tensor;
+
+namespace {
+
+// x with `dims` (one sorted run) moved last, contiguous.
+Tensor dims_last(const Tensor& x, const mt::Shape& dims) {
+  mt::Shape perm;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) perm.push_back(d);
+  for (int64_t d : dims) perm.push_back(d);
+  return x.permute(perm).contiguous();
+}
+
+mt::Shape last_dims(const Tensor& x, size_t n) {
+  mt::Shape d;
+  for (size_t i = 0; i < n; ++i) d.push_back(x.dim() - int64_t(n) + int64_t(i));
+  return d;
+}
+
+// Values with ties, NaN and -inf at a few places, in the dtype.
+Tensor sample(const mt::Shape& shape, mt::DType dt, bool specials) {
+  Tensor x = mt::randint(-4, 5, shape).to(mt::kFloat64) * 0.75;
+  if (specials && mt::is_floating(dt)) {
+    std::vector<double> v = x.to_vector<double>();
+    for (size_t i = 7; i < v.size(); i += 97) v[i] = NAN;
+    for (size_t i = 3; i < v.size(); i += 61) v[i] = -INFINITY;
+    x = mt::from_vector(v, shape, {.dtype = mt::kFloat64});
+  }
+  return x.to(dt);
+}
+
+struct Layout {
+  mt::Shape shape;
+  mt::Shape dims;
+};
+
+const std::vector<Layout>& layouts() {
+  static const std::vector<Layout> l = {
+      {{300, 37}, {0}},        {{5, 300, 37}, {1}},  {{4, 6, 9, 70}, {1, 2}},
+      {{3, 2, 600}, {0, 1}},   {{2, 1, 513}, {0}},   {{7, 40, 2}, {1}},
+  };
+  return l;
+}
+
+void expect_same(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.sizes(), want.sizes()) << what;
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  std::vector<double> g = got.to(mt::kFloat64).to_vector<double>(), w = want.to(mt::kFloat64).to_vector<double>();
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (std::isnan(w[i])) {
+      EXPECT_TRUE(std::isnan(g[i])) << what << " element " << i;
+    } else if (std::isinf(w[i])) {
+      EXPECT_EQ(g[i], w[i]) << what << " element " << i;
+    } else {
+      EXPECT_NEAR(g[i], w[i], tol * std::max(1.0, std::fabs(w[i]))) << what << " element " << i;
+    }
+  }
+}
+
+}  // namespace
+
+TEST(ReduceColumns, MatchTheRowKernels) {
+  mt::manual_seed(3);
+  for (const Layout& l : layouts()) {
+    for (mt::DType dt : {mt::kFloat32, mt::kFloat64, mt::kBFloat16, mt::kFloat16, mt::kInt64, mt::kInt32}) {
+      const Tensor x = sample(l.shape, dt, true);
+      const Tensor r = dims_last(x, l.dims);
+      const mt::Shape rd = last_dims(r, l.dims.size());
+      const std::string what = x.shape_str() + " over " + ::testing::PrintToString(l.dims) + " " + mt::dtype_name(dt);
+      const double tol = mt::is_floating(dt) ? (dt == mt::kFloat64 ? 1e-12 : 1e-5) : 0;
+      expect_same(mt::sum(x, l.dims), mt::sum(r, rd), tol, "sum " + what);
+      expect_same(mt::amax(x, l.dims), mt::amax(r, rd), 0, "amax " + what);
+      expect_same(mt::amin(x, l.dims), mt::amin(r, rd), 0, "amin " + what);
+      if (l.dims.size() == 1) {
+        const int64_t d = l.dims[0];
+        expect_same(mt::argmax(x, d), mt::argmax(r, -1), 0, "argmax " + what);
+        expect_same(mt::argmin(x, d), mt::argmin(r, -1), 0, "argmin " + what);
+        expect_same(mt::max(x, d).values, mt::max(r, -1).values, 0, "max " + what);
+        expect_same(mt::max(x, d).indices, mt::max(r, -1).indices, 0, "max indices " + what);
+        const Tensor small = (x.to(mt::kFloat64) * 0 + 1.25).to(dt);  // products that stay in range
+        if (mt::is_floating(dt))
+          expect_same(mt::prod(small, d), mt::prod(dims_last(small, l.dims), -1), 0, "prod " + what);
+      }
+      if (mt::is_floating(dt)) {
+        const Tensor clean = sample(l.shape, dt, false);
+        const Tensor rc = dims_last(clean, l.dims);
+        expect_same(mt::var(clean, l.dims), mt::var(rc, rd), tol * 10, "var " + what);
+        expect_same(mt::mean(clean, l.dims), mt::mean(rc, rd), tol, "mean " + what);
+      }
+    }
+  }
+}
+
+TEST(ReduceColumns, BoolAndUint8SumsAreInt64) {
+  Tensor b = mt::gt(mt::randn({64, 33}), mt::scalar_tensor(0.0));
+  Tensor u = mt::randint(0, 255, {64, 33}).to(mt::kUInt8);
+  for (const Tensor& x : {b, u}) {
+    Tensor s = mt::sum(x, {0});
+    EXPECT_EQ(s.dtype(), mt::kInt64);
+    expect_same(s, mt::sum(x.t().contiguous(), {1}), 0, "sum " + std::string(mt::dtype_name(x.dtype())));
+  }
+}
+
+TEST(ReduceColumns, VarGradientOverDimZero) {
+  Tensor x = mt::randn({40, 6}, {.dtype = mt::kFloat64}).requires_grad_();
+  auto f = [](const std::vector<Tensor>& in) { return mt::var(in[0], {0}); };
+  EXPECT_TRUE(mt::autograd::gradcheck(f, {x}));
+}
