@@ -14,17 +14,29 @@ struct Philox4 {
   uint32_t v[4];
 };
 
-// One Philox4x32 block: 10 rounds over the counter ctr with the key (k0, k1).
-MT_HOST_DEVICE Philox4 philox4x32_10(Philox4 ctr, uint32_t k0, uint32_t k1) {
+constexpr uint32_t kPhiloxW0 = 0x9E3779B9u, kPhiloxW1 = 0xBB67AE85u;  // key schedule (Weyl) increments
+
+// One Philox4x32 round on the counter words (v0..v3) with the round's key (k0, k1): plain
+// scalars, so that a CPU loop can run it across vector lanes (core/cpu/dropout.cpp).
+MT_HOST_DEVICE void philox_round(uint32_t& v0, uint32_t& v1, uint32_t& v2, uint32_t& v3, uint32_t k0, uint32_t k1) {
   constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;  // round multipliers
-  constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;  // key schedule (Weyl) increments
+  const uint64_t p0 = uint64_t(kM0) * v0, p1 = uint64_t(kM1) * v2;
+  const uint32_t n0 = uint32_t(p1 >> 32) ^ v1 ^ k0, n2 = uint32_t(p0 >> 32) ^ v3 ^ k1;
+  v1 = uint32_t(p1);
+  v3 = uint32_t(p0);
+  v0 = n0;
+  v2 = n2;
+}
+
+// One Philox4x32 block: 10 rounds over the counter ctr with the key (k0, k1); round r uses
+// the key advanced r times by the Weyl increments.
+MT_HOST_DEVICE Philox4 philox4x32_10(Philox4 ctr, uint32_t k0, uint32_t k1) {
   for (int round = 0; round < 10; ++round) {
     if (round > 0) {
-      k0 += kW0;
-      k1 += kW1;
+      k0 += kPhiloxW0;
+      k1 += kPhiloxW1;
     }
-    const uint64_t p0 = uint64_t(kM0) * ctr.v[0], p1 = uint64_t(kM1) * ctr.v[2];
-    ctr = {{uint32_t(p1 >> 32) ^ ctr.v[1] ^ k0, uint32_t(p1), uint32_t(p0 >> 32) ^ ctr.v[3] ^ k1, uint32_t(p0)}};
+    philox_round(ctr.v[0], ctr.v[1], ctr.v[2], ctr.v[3], k0, k1);
   }
   return ctr;
 }

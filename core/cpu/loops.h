@@ -251,11 +251,11 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, F&& f) {
 // Walks `shape` row by row for N operands with element strides; calls
 // body(offsets, inner_size, inner_strides) once per innermost row, with offsets in elements.
 // Rows are spread over threads when the total work is large.
-template <size_t N, typename F>
-void for_each_row(const Shape& shape_in, const std::array<Shape, N>& strides_in, F&& body) {
-  // Coalesce adjacent dims that are contiguous with each other in every operand.
-  Shape shape;
-  std::array<Shape, N> st;
+// `shape` with size-1 dims dropped and adjacent dims that are contiguous with each other in
+// every operand merged (at least one dim: [1] with stride 0 for a single element).
+template <size_t N>
+void coalesce_dims(const Shape& shape_in, const std::array<Shape, N>& strides_in, Shape& shape,
+                   std::array<Shape, N>& st) {
   for (size_t d = 0; d < shape_in.size(); ++d) {
     if (shape_in[d] == 1) continue;
     bool merge = !shape.empty();
@@ -272,6 +272,13 @@ void for_each_row(const Shape& shape_in, const std::array<Shape, N>& strides_in,
     shape.push_back(1);
     for (size_t k = 0; k < N; ++k) st[k].push_back(0);
   }
+}
+
+template <size_t N, typename F>
+void for_each_row(const Shape& shape_in, const std::array<Shape, N>& strides_in, F&& body) {
+  Shape shape;
+  std::array<Shape, N> st;
+  coalesce_dims(shape_in, strides_in, shape, st);
   const int64_t nd = int64_t(shape.size());
   const int64_t inner = shape.back();
   std::array<int64_t, N> inner_st;
