@@ -53,6 +53,20 @@ class Dropout : public Module {
   double p;
 };
 
+// Channel dropout (functional::dropout1d / dropout2d): whole channels zeroed with probability p
+// in training mode, the identity in eval mode. Dropout1d: [N, C, L] or [C, L]; Dropout2d:
+// [N, C, H, W] or [C, H, W].
+class Dropout1d : public Dropout {
+ public:
+  explicit Dropout1d(double p = 0.5) : Dropout(p) {}
+  Tensor forward(const Tensor& x) override;
+};
+class Dropout2d : public Dropout {
+ public:
+  explicit Dropout2d(double p = 0.5) : Dropout(p) {}
+  Tensor forward(const Tensor& x) override;
+};
+
 // Flattens dims start_dim..end_dim into one.    mt::nn::Flatten flat;   // [N, C, H, W] -> [N, C*H*W]
 class Flatten : public Module {
  public:

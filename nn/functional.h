@@ -57,6 +57,11 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int6
 // Zeroes each element with probability p and scales the rest by 1 / (1 - p) (training only;
 // the identity otherwise). Draws from the default generator (mt::manual_seed).
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
+// Channel dropout: whole channels zeroed with probability p (the rest scaled by 1 / (1 - p)),
+// one draw per (sample, channel). dropout1d: x [N, C, L] or [C, L]; dropout2d: x [N, C, H, W]
+// or [C, H, W] (a 3-D input is one unbatched image, PyTorch's documented meaning).
+Tensor dropout1d(const Tensor& x, double p = 0.5, bool training = true);
+Tensor dropout2d(const Tensor& x, double p = 0.5, bool training = true);
 
 // --- convolution ---
 struct Conv2dFuncOptions {
@@ -110,6 +115,17 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 // Normalizes over the trailing dims `normalized_shape`; weight and bias have that shape.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
                   double eps = 1e-5);
+// x [N, C, ...]: each sample's channels in num_groups groups (C % num_groups == 0), each group
+// normalized over its channels and positions (biased variance); weight, bias [C].
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = {}, const Tensor& bias = {},
+                  double eps = 1e-5);
+// x / sqrt(mean(x^2 over the trailing dims normalized_shape) + eps) * weight (normalized_shape);
+// eps defaults to the machine epsilon of x's dtype, as PyTorch's.
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
+                std::optional<double> eps = std::nullopt);
+// x [N, C, ...]: each (sample, channel) normalized over its positions; weight, bias [C]. No
+// running statistics (PyTorch's default, track_running_stats = false).
+Tensor instance_norm(const Tensor& x, const Tensor& weight = {}, const Tensor& bias = {}, double eps = 1e-5);
 
 // --- losses (fp32 under autocast) ---
 struct CrossEntropyOptions {

@@ -1,4 +1,4 @@
-// Normalization layers: BatchNorm1d, BatchNorm2d, LayerNorm.
+// Normalization layers: BatchNorm1d, BatchNorm2d, LayerNorm, GroupNorm, RMSNorm, InstanceNorm1d/2d.
 #pragma once
 #include <optional>
 
@@ -75,6 +75,81 @@ class LayerNorm : public Module {
   Shape normalized_shape;
   LayerNormOptions options;
   Tensor weight, bias;
+};
+
+struct GroupNormOptions {
+  double eps = 1e-5;
+  bool affine = true;  // learn weight (ones) and bias (zeros) of [num_channels]
+};
+
+// x [N, C, ...]: the C channels in num_groups groups, each normalized over its channels and
+// positions (functional::group_norm).    mt::nn::GroupNorm gn(8, 64);   // x [N, 64, H, W]
+class GroupNorm : public Module {
+ public:
+  GroupNorm(int64_t num_groups, int64_t num_channels, const GroupNormOptions& options = {});
+  Tensor forward(const Tensor& x) override;
+  void reset_parameters();
+  std::string extra_repr() const override;
+
+  int64_t num_groups, num_channels;
+  GroupNormOptions options;
+  Tensor weight, bias;
+};
+
+struct RMSNormOptions {
+  std::optional<double> eps;       // default: the machine epsilon of the input's dtype (PyTorch's)
+  bool elementwise_affine = true;  // learn weight (ones) of normalized_shape
+};
+
+// x / rms(x) * weight over the trailing dims normalized_shape (functional::rms_norm).
+//   mt::nn::RMSNorm norm(512);      // x [B, T, 512]
+class RMSNorm : public Module {
+ public:
+  RMSNorm(Shape normalized_shape, const RMSNormOptions& options = {});
+  explicit RMSNorm(int64_t features, const RMSNormOptions& options = {}) : RMSNorm(Shape{features}, options) {}
+  Tensor forward(const Tensor& x) override;
+  void reset_parameters();
+  std::string extra_repr() const override;
+
+  Shape normalized_shape;
+  RMSNormOptions options;
+  Tensor weight;
+};
+
+struct InstanceNormOptions {
+  double eps = 1e-5;
+  bool affine = false;  // PyTorch's default; learn weight (ones) and bias (zeros) of [num_features]
+};
+
+// Each (sample, channel) normalized over its positions (functional::instance_norm), without
+// running statistics. InstanceNorm1d takes [N, C, L] (or unbatched [C, L]), InstanceNorm2d
+// [N, C, H, W] (or [C, H, W]).
+class InstanceNorm : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+  void reset_parameters();
+  std::string extra_repr() const override;
+
+  int64_t num_features;
+  InstanceNormOptions options;
+  Tensor weight, bias;
+
+ protected:
+  InstanceNorm(int64_t num_features, const InstanceNormOptions& options, const char* name, int64_t rank);
+
+ private:
+  const char* name_;
+  int64_t rank_;  // of a batched input
+};
+
+class InstanceNorm1d : public InstanceNorm {
+ public:
+  explicit InstanceNorm1d(int64_t num_features, const InstanceNormOptions& options = {});
+};
+
+class InstanceNorm2d : public InstanceNorm {
+ public:
+  explicit InstanceNorm2d(int64_t num_features, const InstanceNormOptions& options = {});
 };
 
 }  // namespace mantissa::nn

@@ -132,6 +132,14 @@ std::vector<mt::Tensor> run_case(const std::string& op, const json& p, const std
   if (op == "elu") return {mt::elu(x, p.at("alpha"))};
   if (op == "hardtanh") return {mt::hardtanh(x, p.at("min_val"), p.at("max_val"))};
   if (op == "prelu") return {mt::prelu(x, in[1])};
+  auto arg = [&](size_t i) { return i < in.size() ? in[i] : mt::Tensor(); };
+  if (op == "group_norm") return {F::group_norm(x, p.at("num_groups"), arg(1), arg(2), p.at("eps"))};
+  if (op == "rms_norm") {
+    std::optional<double> eps;
+    if (p.contains("eps")) eps = p.at("eps").get<double>();
+    return {F::rms_norm(x, p.at("normalized_shape").get<mt::Shape>(), arg(1), eps)};
+  }
+  if (op == "instance_norm") return {F::instance_norm(x, arg(1), arg(2), p.at("eps"))};
   ADD_FAILURE() << "no mapping for op " << op;
   return {};
 }

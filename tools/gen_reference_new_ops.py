@@ -205,6 +205,33 @@ case("prelu_channels", "prelu", lambda q, ww: F.prelu(q, ww), [xp, torch.tensor(
 case("prelu_shared", "prelu", lambda q, ww: F.prelu(q, ww), [rnd(4, 3), torch.tensor([0.1], dtype=torch.float64)],
      {})
 
+# ---------------------------------------------------------------- group / rms / instance norm
+xg = rnd(2, 6, 3, 2, scale=2.0) + 0.5
+wg, bg = rnd(6) + 1.0, rnd(6)
+case("group_norm_affine", "group_norm", lambda q, ww, bb: F.group_norm(q, 3, ww, bb, eps=1e-5), [xg, wg, bg],
+     {"num_groups": 3, "eps": 1e-5})
+case("group_norm_plain_1group", "group_norm", lambda q: F.group_norm(q, 1, eps=1e-3), [rnd(3, 4, 5)],
+     {"num_groups": 1, "eps": 1e-3})
+case("group_norm_channels_as_groups", "group_norm", lambda q: F.group_norm(q, 4), [rnd(2, 4, 7)],
+     {"num_groups": 4, "eps": 1e-5})
+
+
+def rms_norm(q, shape, w=None, eps=None):  # torch 1.13 has no rms_norm: its later definition
+    e = eps if eps is not None else torch.finfo(q.dtype).eps
+    dims = tuple(range(q.dim() - len(shape), q.dim()))
+    y = q * torch.rsqrt(torch.mean(q * q, dim=dims, keepdim=True) + e)
+    return y * w if w is not None else y
+
+
+xr = rnd(3, 4, 8)
+case("rms_norm_weight", "rms_norm", lambda q, ww: rms_norm(q, [8], ww, 1e-6), [xr, rnd(8) + 1.0],
+     {"normalized_shape": [8], "eps": 1e-6})
+case("rms_norm_two_dims_default_eps", "rms_norm", lambda q: rms_norm(q, [4, 8]), [xr], {"normalized_shape": [4, 8]})
+xi = rnd(2, 3, 4, 5, scale=3.0)
+case("instance_norm_2d_affine", "instance_norm",
+     lambda q, ww, bb: F.instance_norm(q, weight=ww, bias=bb, eps=1e-5), [xi, rnd(3) + 1.0, rnd(3)], {"eps": 1e-5})
+case("instance_norm_1d", "instance_norm", lambda q: F.instance_norm(q, eps=1e-4), [rnd(2, 3, 6)], {"eps": 1e-4})
+
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "reference_new_ops.json")
 with open(out, "w") as f:
     json.dump({"torch": torch.__version__, "cases": cases}, f, separators=(",", ":"))

@@ -1,0 +1,120 @@
+// GroupNorm, RMSNorm, InstanceNorm1d/2d and channel dropout (Dropout1d/2d): float64 gradchecks,
+// the modules against their functions, autocast, edges and errors. PyTorch reference values
+// for the norms are in tests/fixtures/reference_new_ops.json (tests/test_new_ops.cpp).
+#include <cmath>
+
+#include "autograd/gradcheck.h"
+#include "test_util.h"
+
+namespace mt = mantissa;
+namespace nn = mantissa::nn;
+namespace F = mantissa::nn::functional;
+using mt::Tensor;
+using testing::HasSubstr;
+
+namespace {
+double max_diff(const Tensor& a, const Tensor& b) {
+  return mt::amax(mt::abs(a.to(mt::kFloat64) - b.to(mt::kFloat64))).item<double>();
+}
+bool close(const Tensor& a, const Tensor& b) { return a.sizes() == b.sizes() && max_diff(a, b) <= 1e-6; }
+bool same(const Tensor& a, const Tensor& b) { return a.sizes() == b.sizes() && max_diff(a, b) == 0; }
+Tensor f64(const mt::Shape& s) { return (mt::randn(s, {.dtype = mt::kFloat64}) * 1.5 + 0.25).requires_grad_(); }
+}  // namespace
+
+TEST(NormExtra, Float64Gradcheck) {
+  mt::manual_seed(11);
+  Tensor x = f64({2, 6, 3}), w = f64({6}), b = f64({6});
+  EXPECT_TRUE(mt::autograd::gradcheck([](auto& in) { return F::group_norm(in[0], 3, in[1], in[2]); }, {x, w, b}));
+  EXPECT_TRUE(mt::autograd::gradcheck([](auto& in) { return F::group_norm(in[0], 1); }, {x}));
+  Tensor r = f64({3, 4, 5}), rw = f64({5});
+  EXPECT_TRUE(mt::autograd::gradcheck([](auto& in) { return F::rms_norm(in[0], {5}, in[1], 1e-6); }, {r, rw}));
+  EXPECT_TRUE(mt::autograd::gradcheck([](auto& in) { return F::rms_norm(in[0], {4, 5}); }, {r}));
+  Tensor i = f64({2, 3, 4, 2}), iw = f64({3}), ib = f64({3});
+  EXPECT_TRUE(mt::autograd::gradcheck([](auto& in) { return F::instance_norm(in[0], in[1], in[2]); }, {i, iw, ib}));
+}
+
+TEST(NormExtra, ModulesMatchTheirFunctionsAndNameTheirParameters) {
+  mt::manual_seed(12);
+  nn::GroupNorm gn(2, 4);
+  EXPECT_EQ(gn.state_dict().keys(), (std::vector<std::string>{"weight", "bias"}));
+  Tensor x = mt::randn({3, 4, 5, 5});
+  EXPECT_TRUE(close(gn(x), F::group_norm(x, 2, gn.weight, gn.bias)));
+  // Normalized groups: mean 0 and (biased) variance 1 over each group's channels and positions.
+  Tensor g = gn(x).reshape({3, 2, -1});
+  EXPECT_LT(mt::amax(mt::abs(mt::mean(g, {2}))).item<double>(), 1e-5);
+  EXPECT_LT(mt::amax(mt::abs(mt::var(g, {2}, 0) - 1.0)).item<double>(), 1e-3);
+
+  nn::RMSNorm rms(5);
+  EXPECT_EQ(rms.state_dict().keys(), (std::vector<std::string>{"weight"}));
+  Tensor y = rms(mt::randn({2, 5}) * 3.0);
+  EXPECT_LT(mt::amax(mt::abs(mt::mean(y * y, {1}) - 1.0)).item<double>(), 1e-5);
+  nn::RMSNorm plain(5, {.eps = 1e-3, .elementwise_affine = false});
+  EXPECT_TRUE(plain.state_dict().keys().empty());
+
+  nn::InstanceNorm2d in2(3, {.affine = true});
+  EXPECT_EQ(in2.state_dict().keys(), (std::vector<std::string>{"weight", "bias"}));
+  Tensor img = mt::randn({3, 4, 4});  // unbatched [C, H, W]
+  EXPECT_TRUE(close(in2(img), in2(img.unsqueeze(0)).squeeze(0)));
+  nn::InstanceNorm1d in1(3);
+  EXPECT_TRUE(in1.state_dict().keys().empty());  // affine = false by default, as PyTorch
+  Tensor s = in1(mt::randn({2, 3, 9}));
+  EXPECT_LT(mt::amax(mt::abs(mt::mean(s, {2}))).item<double>(), 1e-5);
+}
+
+TEST(NormExtra, AutocastRunsThemInFloat32) {
+  Tensor x = mt::randn({2, 4, 3}).to(mt::kBFloat16);
+  mt::amp::Autocast ac(mt::kBFloat16, true, mt::DeviceType::CPU);
+  EXPECT_EQ(F::group_norm(x, 2).dtype(), mt::kFloat32);
+  EXPECT_EQ(F::rms_norm(x, {3}).dtype(), mt::kFloat32);
+  EXPECT_EQ(F::instance_norm(x).dtype(), mt::kFloat32);
+}
+
+TEST(NormExtra, EdgesAndErrors) {
+  EXPECT_EQ(F::group_norm(mt::randn({0, 4, 3}), 2).sizes(), (mt::Shape{0, 4, 3}));
+  EXPECT_EQ(F::instance_norm(mt::randn({0, 2, 3})).sizes(), (mt::Shape{0, 2, 3}));
+  // A constant group: variance 0, output 0 (not NaN), as PyTorch with eps > 0.
+  EXPECT_EQ(mt::amax(mt::abs(F::group_norm(mt::ones({1, 2, 4}), 1))).item<double>(), 0.0);
+  EXPECT_THAT([] { F::group_norm(mt::randn({2, 6, 3}), 4); }, testing::ThrowsMessage<mt::Error>(HasSubstr("must divide")));
+  EXPECT_THAT([] { F::group_norm(mt::randn({2, 6, 3}), 3, mt::ones({5})); },
+              testing::ThrowsMessage<mt::Error>(HasSubstr("weight must have shape [6]")));
+  EXPECT_THAT([] { F::rms_norm(mt::randn({2, 6}), {4}); }, testing::ThrowsMessage<mt::Error>(HasSubstr("trailing dims")));
+  EXPECT_THAT([] { F::group_norm(mt::ones({2, 4}, {.dtype = mt::kInt64}), 2); },
+              testing::ThrowsMessage<mt::Error>(HasSubstr("floating-point")));
+  EXPECT_THAT([] { nn::InstanceNorm2d(3)(mt::randn({2, 3, 4})); }, testing::ThrowsMessage<mt::Error>(HasSubstr("3 channels")));
+  EXPECT_THAT([] { nn::GroupNorm(3, 4); }, testing::ThrowsMessage<mt::Error>(HasSubstr("divide")));
+}
+
+TEST(ChannelDropout, WholeChannelsAreDroppedAndScaled) {
+  mt::manual_seed(5);
+  const double p = 0.3;
+  Tensor x = mt::ones({16, 32, 3, 3}).requires_grad_();
+  Tensor y = F::dropout2d(x, p, true);
+  // Each [3, 3] plane is all 0 or all 1 / (1 - p).
+  Tensor planes = y.reshape({16 * 32, 9});
+  Tensor lo = mt::amin(planes, {1}), hi = mt::amax(planes, {1});
+  EXPECT_TRUE(same(lo, hi));
+  std::vector<double> v = lo.to_vector<double>();
+  int dropped = 0;
+  for (double e : v) {
+    EXPECT_TRUE(e == 0.0 || std::fabs(e - 1 / (1 - p)) < 1e-6) << e;
+    dropped += e == 0.0;
+  }
+  EXPECT_NEAR(double(dropped) / double(v.size()), p, 0.06);  // 512 draws: 4 standard deviations
+  // The gradient is the same mask.
+  mt::sum(y).backward();
+  EXPECT_TRUE(same(x.grad(), y.detach()));
+  // Eval mode and p = 0: the identity; unbatched [C, H, W] and [C, L] inputs; modules.
+  Tensor z = mt::randn({4, 3, 3});
+  EXPECT_TRUE(F::dropout2d(z, p, false).is_same(z));
+  EXPECT_EQ(F::dropout2d(z, p, true).sizes(), z.sizes());
+  EXPECT_EQ(F::dropout1d(mt::randn({4, 7}), p, true).sizes(), (mt::Shape{4, 7}));
+  nn::Dropout1d d1(0.5);
+  Tensor seq = mt::ones({2, 64, 10});
+  Tensor out = d1(seq);
+  EXPECT_TRUE(same(mt::amin(out, {2}), mt::amax(out, {2})));
+  d1.eval();
+  EXPECT_TRUE(d1(seq).is_same(seq));
+  EXPECT_THAT([] { F::dropout2d(mt::randn({2, 3}), 0.5, true); }, testing::ThrowsMessage<mt::Error>(HasSubstr("3 or 4 dims")));
+  EXPECT_THAT([] { F::dropout1d(mt::randn({2, 3, 4, 5}), 0.5, true); },
+              testing::ThrowsMessage<mt::Error>(HasSubstr("2 or 3 dims")));
+}
