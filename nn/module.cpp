@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <sstream>
 #include <typeinfo>
 #include <unordered_set>
@@ -129,6 +130,9 @@ void Module::add_child(const std::string& n, std::shared_ptr<Module> owned, Modu
 
 const std::string& Module::profile_name() const {
   if (!path_.empty()) return path_;
+  // Two threads may run one root module (shared-model inference); only while profiling.
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
   if (type_name_.empty()) type_name_ = name();
   return type_name_;
 }
