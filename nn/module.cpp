@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <sstream>
 #include <typeinfo>
 #include <unordered_set>
@@ -124,11 +125,17 @@ void Module::add_child(const std::string& n, std::shared_ptr<Module> owned, Modu
   children_.push_back({n, std::move(owned), ptr});
   // The child's subtree now lives under this module's path (profiler range names).
   const std::string base = path_.empty() ? n : path_ + "." + n;
-  for (auto& [sub, m] : ptr->named_modules()) m->path_ = sub.empty() ? base : base + "." + sub;
+  for (auto& [sub, m] : ptr->named_modules()) {
+    m->path_ = base;
+    if (!sub.empty()) m->path_.append(".").append(sub);
+  }
 }
 
 const std::string& Module::profile_name() const {
   if (!path_.empty()) return path_;
+  // Two threads may run one root module (shared-model inference); only while profiling.
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
   if (type_name_.empty()) type_name_ = name();
   return type_name_;
 }
@@ -145,7 +152,8 @@ void Module::collect(const std::string& prefix, bool params, bool buffers, bool 
                      NamedTensors& out) const {
   std::unordered_set<const TensorImpl*> seen;
   for (auto& [path, m] : named_modules()) {
-    const std::string pre = prefix + (path.empty() ? "" : path + ".");
+    std::string pre = prefix;
+    if (!path.empty()) pre.append(path).append(".");
     auto add = [&](const std::vector<Slot>& slots) {
       for (const Slot& s : slots) {
         if (!s.tensor.defined() || (persistent_only && !s.persistent)) continue;

@@ -26,6 +26,14 @@ bool use_onednn(OpKind op, DType t);
 // "oneDNN 2.6.3 (isa avx512_core_bf16), MANTISSA_CPU_ISA=auto" or why it is off.
 std::string describe();
 
+// The calling thread's primitive-cache lookups (one cache per kernel and thread, keyed by
+// shape): entries made (a primitive created, or found unsupported) and hits. Tests use them to
+// check that a call really went through oneDNN; both stay 0 without oneDNN.
+struct CacheCounts {
+  int64_t made = 0, hits = 0;
+};
+CacheCounts thread_cache_counts();
+
 // a: [B, M, K], b: [B, K, N] (backend matmul contract: unit stride in one of the last two
 // dims, batch stride 0 for a broadcast operand); bias: [N] or undefined; out: contiguous
 // [B, M, N] = a @ b + bias.

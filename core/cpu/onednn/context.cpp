@@ -90,6 +90,18 @@ dnnl::stream& stream() {
   return s;
 }
 
+std::mutex& creation_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+CacheCounts& thread_counts() {
+  thread_local CacheCounts c;
+  return c;
+}
+
+CacheCounts thread_cache_counts() { return thread_counts(); }
+
 std::optional<memory::data_type> data_type(DType t) {
   switch (t) {
     case DType::Float32:

@@ -4,6 +4,7 @@
 #pragma once
 #include <dnnl.hpp>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -21,24 +22,50 @@ dnnl::stream& stream();  // one per thread (streams are not thread-safe)
 // oneDNN's data type for a Mantissa dtype it can run; nullopt for the others.
 std::optional<memory::data_type> data_type(DType t);
 
+// Held while primitives are created or destroyed (Cache below), so no two threads are ever
+// inside oneDNN's global primitive cache at once. Two threads creating the same primitive
+// share oneDNN's cached primitive and descriptor, and under ThreadSanitizer the reading
+// thread's key comparison races with the creating thread's descriptor: the synchronization
+// (if any) is inside libdnnl, which TSan cannot see (docs/reliability.md "Threads"). Creation
+// is the cold path (once per kernel, shape and thread; JIT compilation dominates it).
+std::mutex& creation_mutex();
+
+// Counts of the calling thread's primitive caches (CacheCounts, core/cpu/onednn.h).
+CacheCounts& thread_counts();
+
 // Every primitive of a kernel is created once per shape key and kept, in a per-thread map
 // (no lock on the hot path; calls come from the thread that runs the graph). A key whose
 // primitive oneDNN cannot create is remembered as unsupported, so the fallback costs a lookup.
 template <typename Entry>
 class Cache {
  public:
+  Cache() = default;
+  Cache(const Cache&) = delete;
+  Cache& operator=(const Cache&) = delete;
+  // At thread exit: releasing a primitive may free what oneDNN's cache shares with others.
+  ~Cache() {
+    std::lock_guard<std::mutex> lock(creation_mutex());
+    map_.clear();
+  }
+
   // The entry for `key`, made by make() on first use; null when make() threw dnnl::error.
   template <typename Make>
   const Entry* get(const std::vector<int64_t>& key, Make&& make) {
     auto it = map_.find(key);
     if (it == map_.end()) {
       std::optional<Entry> e;
-      try {
-        e.emplace(make());
-      } catch (const dnnl::error&) {
-        e.reset();
+      {
+        std::lock_guard<std::mutex> lock(creation_mutex());
+        try {
+          e.emplace(make());
+        } catch (const dnnl::error&) {
+          e.reset();
+        }
       }
       it = map_.emplace(key, std::move(e)).first;
+      ++thread_counts().made;
+    } else {
+      ++thread_counts().hits;
     }
     return it->second ? &*it->second : nullptr;
   }

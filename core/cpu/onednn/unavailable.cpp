@@ -4,6 +4,7 @@
 namespace mantissa::cpu::onednn {
 
 bool use_onednn(OpKind, DType) { return false; }
+CacheCounts thread_cache_counts() { return {}; }
 std::string describe() { return "oneDNN not built in (libdnnl-dev not found at configure time): Eigen"; }
 bool matmul(const Tensor&, const Tensor&, const Tensor&, const Tensor&) { return false; }
 bool conv2d_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Conv2dGeometry&) { return false; }
