@@ -71,9 +71,9 @@ void make_batch_constants_symbolic(Graph& at_batch, const Graph& at_batch_plus_o
       continue;
     const int d = batch_dim(a, b, batch);
     const std::string va = uniform_value(a);
-    MT_CHECK(d >= 0 && a.data_type() == b.data_type() && !va.empty() && va == uniform_value(b), kOp,
-             "constant '", a.name(), "' (shape ", dims_str(a), " at batch ", batch, ", ", dims_str(b), " at batch ",
-             batch + 1, "), read by node '", reader_of(g, a.name()),
+    MT_CHECK(d >= 0 && a.data_type() == b.data_type() && !va.empty() && va == uniform_value(b), kOp, "constant '",
+             a.name(), "' (shape ", dims_str(a), " at batch ", batch, ", ", dims_str(b), " at batch ", batch + 1,
+             "), read by node '", reader_of(g, a.name()),
              "', depends on the batch size in a way a dynamic batch cannot express (only a fill of one value "
              "shaped after the batch can be): build it from the inputs, or export with dynamic_batch = false");
     symbolic.push_back(i);
@@ -82,8 +82,8 @@ void make_batch_constants_symbolic(Graph& at_batch, const Graph& at_batch_plus_o
   if (symbolic.empty()) return;
 
   const int first_new = g.node_size();
-  const std::string batch_size = at_batch.node(
-      "Shape", {batch_input}, {Attribute::integer("start", 0), Attribute::integer("end", 1)});
+  const std::string batch_size =
+      at_batch.node("Shape", {batch_input}, {Attribute::integer("start", 0), Attribute::integer("end", 1)});
   at_batch.set_dtype(batch_size, DType::Int64);
   std::vector<std::string> names;
   for (size_t k = 0; k < symbolic.size(); ++k) {
