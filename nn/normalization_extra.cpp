@@ -34,7 +34,8 @@ Tensor GroupNorm::forward(const Tensor& x) {
 
 std::string GroupNorm::extra_repr() const {
   std::ostringstream os;
-  os << num_groups << ", " << num_channels << ", eps=" << options.eps << ", affine=" << (options.affine ? "true" : "false");
+  os << num_groups << ", " << num_channels << ", eps=" << options.eps
+     << ", affine=" << (options.affine ? "true" : "false");
   return os.str();
 }
 

@@ -74,13 +74,31 @@ TEST(NormExtra, EdgesAndErrors) {
   EXPECT_EQ(F::instance_norm(mt::randn({0, 2, 3})).sizes(), (mt::Shape{0, 2, 3}));
   // A constant group: variance 0, output 0 (not NaN), as PyTorch with eps > 0.
   EXPECT_EQ(mt::amax(mt::abs(F::group_norm(mt::ones({1, 2, 4}), 1))).item<double>(), 0.0);
-  EXPECT_THAT([] { F::group_norm(mt::randn({2, 6, 3}), 4); }, testing::ThrowsMessage<mt::Error>(HasSubstr("must divide")));
-  EXPECT_THAT([] { F::group_norm(mt::randn({2, 6, 3}), 3, mt::ones({5})); },
-              testing::ThrowsMessage<mt::Error>(HasSubstr("weight must have shape [6]")));
-  EXPECT_THAT([] { F::rms_norm(mt::randn({2, 6}), {4}); }, testing::ThrowsMessage<mt::Error>(HasSubstr("trailing dims")));
-  EXPECT_THAT([] { F::group_norm(mt::ones({2, 4}, {.dtype = mt::kInt64}), 2); },
-              testing::ThrowsMessage<mt::Error>(HasSubstr("floating-point")));
-  EXPECT_THAT([] { nn::InstanceNorm2d(3)(mt::randn({2, 3, 4})); }, testing::ThrowsMessage<mt::Error>(HasSubstr("3 channels")));
+  EXPECT_THAT(
+      [] {
+        F::group_norm(mt::randn({2, 6, 3}), 4);
+      },
+      testing::ThrowsMessage<mt::Error>(HasSubstr("must divide")));
+  EXPECT_THAT(
+      [] {
+        F::group_norm(mt::randn({2, 6, 3}), 3, mt::ones({5}));
+      },
+      testing::ThrowsMessage<mt::Error>(HasSubstr("weight must have shape [6]")));
+  EXPECT_THAT(
+      [] {
+        F::rms_norm(mt::randn({2, 6}), {4});
+      },
+      testing::ThrowsMessage<mt::Error>(HasSubstr("trailing dims")));
+  EXPECT_THAT(
+      [] {
+        F::group_norm(mt::ones({2, 4}, {.dtype = mt::kInt64}), 2);
+      },
+      testing::ThrowsMessage<mt::Error>(HasSubstr("floating-point")));
+  EXPECT_THAT(
+      [] {
+        nn::InstanceNorm2d(3)(mt::randn({2, 3, 4}));
+      },
+      testing::ThrowsMessage<mt::Error>(HasSubstr("3 channels")));
   EXPECT_THAT([] { nn::GroupNorm(3, 4); }, testing::ThrowsMessage<mt::Error>(HasSubstr("divide")));
 }
 
@@ -114,7 +132,14 @@ TEST(ChannelDropout, WholeChannelsAreDroppedAndScaled) {
   EXPECT_TRUE(same(mt::amin(out, {2}), mt::amax(out, {2})));
   d1.eval();
   EXPECT_TRUE(d1(seq).is_same(seq));
-  EXPECT_THAT([] { F::dropout2d(mt::randn({2, 3}), 0.5, true); }, testing::ThrowsMessage<mt::Error>(HasSubstr("3 or 4 dims")));
-  EXPECT_THAT([] { F::dropout1d(mt::randn({2, 3, 4, 5}), 0.5, true); },
-              testing::ThrowsMessage<mt::Error>(HasSubstr("2 or 3 dims")));
+  EXPECT_THAT(
+      [] {
+        F::dropout2d(mt::randn({2, 3}), 0.5, true);
+      },
+      testing::ThrowsMessage<mt::Error>(HasSubstr("3 or 4 dims")));
+  EXPECT_THAT(
+      [] {
+        F::dropout1d(mt::randn({2, 3, 4, 5}), 0.5, true);
+      },
+      testing::ThrowsMessage<mt::Error>(HasSubstr("2 or 3 dims")));
 }
