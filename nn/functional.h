@@ -74,6 +74,33 @@ struct Conv2dFuncOptions {
 // undefined -> [N, Cout, OH, OW]. im2col + GEMM on the CPU.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, const Conv2dFuncOptions& opts = {});
 
+struct Conv1dFuncOptions {
+  int64_t stride = 1, padding = 0, dilation = 1, groups = 1;
+};
+// x [N, C, L] (or [C, L]), weight [Cout, C / groups, K] -> [N, Cout, OL]: conv2d with height 1.
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, const Conv1dFuncOptions& opts = {});
+
+struct ConvTranspose2dFuncOptions {
+  Size2 stride = 1;
+  Size2 padding = 0;
+  Size2 output_padding = 0;  // added to one side of the output; < stride or < dilation
+  Size2 dilation = 1;
+  int64_t groups = 1;
+};
+// The adjoint of conv2d (a "deconvolution"): x [N, C, H, W] (or [C, H, W]), weight
+// [C, Cout / groups, KH, KW], bias [Cout] -> [N, Cout, OH, OW] with
+// OH = (H - 1) * stride - 2 * padding + dilation * (KH - 1) + output_padding + 1. Computed as
+// PyTorch does: columns through the weight's transpose, summed back by fold. Lower precision
+// under autocast, as conv2d.
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
+                        const ConvTranspose2dFuncOptions& opts = {});
+struct ConvTranspose1dFuncOptions {
+  int64_t stride = 1, padding = 0, output_padding = 0, dilation = 1, groups = 1;
+};
+// x [N, C, L] (or [C, L]), weight [C, Cout / groups, K]: conv_transpose2d with height 1.
+Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
+                        const ConvTranspose1dFuncOptions& opts = {});
+
 struct UnfoldOptions {
   Size2 dilation = 1;
   Size2 padding = 0;
@@ -105,6 +132,22 @@ struct AvgPool2dFuncOptions {
 Tensor avg_pool2d(const Tensor& x, Size2 kernel_size, const AvgPool2dFuncOptions& opts = {});
 // Mean over adaptive windows giving exactly `output_size`.
 Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size);
+
+// 1-D pools over x [N, C, L] or [C, L], through the 2-D ones with height 1.
+struct MaxPool1dFuncOptions {
+  int64_t stride = 0;  // 0: the kernel size
+  int64_t padding = 0, dilation = 1;
+  bool ceil_mode = false;
+};
+Tensor max_pool1d(const Tensor& x, int64_t kernel_size, const MaxPool1dFuncOptions& opts = {});
+struct AvgPool1dFuncOptions {
+  int64_t stride = 0;  // 0: the kernel size
+  int64_t padding = 0;
+  bool ceil_mode = false;
+  bool count_include_pad = true;
+};
+Tensor avg_pool1d(const Tensor& x, int64_t kernel_size, const AvgPool1dFuncOptions& opts = {});
+Tensor adaptive_avg_pool1d(const Tensor& x, int64_t output_size);
 
 // --- normalization ---
 // x [N, C, ...]. Training: normalizes with the batch statistics and, when the running

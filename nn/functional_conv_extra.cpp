@@ -27,8 +27,9 @@ namespace functional {
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv1dFuncOptions& o) {
   MT_CHECK(weight.defined() && weight.dim() == 3, "conv1d", "expected a weight [Cout, C / groups, K], got ",
            weight.defined() ? weight.shape_str() : "undefined");
-  return back(conv2d(as_2d(x, "conv1d"), weight.unsqueeze(2), bias,
-                     {.stride = {1, o.stride}, .padding = {0, o.padding}, .dilation = {1, o.dilation}, .groups = o.groups}));
+  return back(
+      conv2d(as_2d(x, "conv1d"), weight.unsqueeze(2), bias,
+             {.stride = {1, o.stride}, .padding = {0, o.padding}, .dilation = {1, o.dilation}, .groups = o.groups}));
 }
 
 Tensor conv_transpose2d(const Tensor& input, const Tensor& weight0, const Tensor& bias0,
@@ -43,8 +44,8 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight0, const Tensor
   const int64_t g = o.groups, n = x.size(0), c = x.size(1), h = x.size(2), wd = x.size(3);
   MT_CHECK(g >= 1 && c % g == 0 && w.size(0) == c, op, "weight ", w.shape_str(), " must have the input's ", c,
            " channels in dim 0, divisible by groups ", g);
-  MT_CHECK(is_floating(x.dtype()) && x.dtype() == w.dtype(), op, "expected floating input and weight of one dtype, got ",
-           describe({x, w}));
+  MT_CHECK(is_floating(x.dtype()) && x.dtype() == w.dtype(), op,
+           "expected floating input and weight of one dtype, got ", describe({x, w}));
   const Size2 s = o.stride, p = o.padding, op_ = o.output_padding, d = o.dilation;
   MT_CHECK(s.h > 0 && s.w > 0 && d.h > 0 && d.w > 0 && p.h >= 0 && p.w >= 0, op,
            "stride and dilation must be positive and padding non-negative");

@@ -82,8 +82,8 @@ Tensor rms_norm(const Tensor& input, const Shape& normalized_shape, const Tensor
   const Tensor &x = in[0], &w = in[1];
   MT_CHECK(is_floating(x.dtype()), op, "expected a floating-point input, got ", describe({x}));
   const int64_t k = int64_t(normalized_shape.size());
-  MT_CHECK(k <= x.dim() && Shape(x.sizes().end() - k, x.sizes().end()) == normalized_shape, op,
-           "normalized_shape ", shape_str(normalized_shape), " must be the trailing dims of ", x.shape_str());
+  MT_CHECK(k <= x.dim() && Shape(x.sizes().end() - k, x.sizes().end()) == normalized_shape, op, "normalized_shape ",
+           shape_str(normalized_shape), " must be the trailing dims of ", x.shape_str());
   if (w.defined())
     MT_CHECK(w.sizes() == normalized_shape, op, "weight must have shape ", shape_str(normalized_shape), ", got ",
              w.shape_str());

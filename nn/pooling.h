@@ -47,4 +47,33 @@ class AdaptiveAvgPool2d : public Module {
   Size2 output_size;
 };
 
+using MaxPool1dOptions = functional::MaxPool1dFuncOptions;
+using AvgPool1dOptions = functional::AvgPool1dFuncOptions;
+
+// The 1-D pools over [N, C, L] or [C, L] (functional::max_pool1d, avg_pool1d, adaptive_avg_pool1d).
+class MaxPool1d : public Module {
+ public:
+  explicit MaxPool1d(int64_t kernel_size, const MaxPool1dOptions& options = {})
+      : kernel_size(kernel_size), options(options) {}
+  Tensor forward(const Tensor& x) override { return functional::max_pool1d(x, kernel_size, options); }
+  int64_t kernel_size;
+  MaxPool1dOptions options;
+};
+
+class AvgPool1d : public Module {
+ public:
+  explicit AvgPool1d(int64_t kernel_size, const AvgPool1dOptions& options = {})
+      : kernel_size(kernel_size), options(options) {}
+  Tensor forward(const Tensor& x) override { return functional::avg_pool1d(x, kernel_size, options); }
+  int64_t kernel_size;
+  AvgPool1dOptions options;
+};
+
+class AdaptiveAvgPool1d : public Module {
+ public:
+  explicit AdaptiveAvgPool1d(int64_t output_size) : output_size(output_size) {}
+  Tensor forward(const Tensor& x) override { return functional::adaptive_avg_pool1d(x, output_size); }
+  int64_t output_size;
+};
+
 }  // namespace mantissa::nn

@@ -140,6 +140,38 @@ std::vector<mt::Tensor> run_case(const std::string& op, const json& p, const std
     return {F::rms_norm(x, p.at("normalized_shape").get<mt::Shape>(), arg(1), eps)};
   }
   if (op == "instance_norm") return {F::instance_norm(x, arg(1), arg(2), p.at("eps"))};
+  auto i64 = [&](const char* k, int64_t dflt) { return p.contains(k) ? p.at(k).get<int64_t>() : dflt; };
+  auto size2 = [&](const char* k) { return mt::nn::Size2(p.at(k)[0].get<int64_t>(), p.at(k)[1].get<int64_t>()); };
+  if (op == "conv1d")
+    return {F::conv1d(x, in[1], arg(2),
+                      {.stride = i64("stride", 1),
+                       .padding = i64("padding", 0),
+                       .dilation = i64("dilation", 1),
+                       .groups = i64("groups", 1)})};
+  if (op == "conv_transpose2d")
+    return {F::conv_transpose2d(x, in[1], arg(2),
+                                {.stride = size2("stride"),
+                                 .padding = size2("padding"),
+                                 .output_padding = size2("output_padding"),
+                                 .dilation = size2("dilation"),
+                                 .groups = i64("groups", 1)})};
+  if (op == "conv_transpose1d")
+    return {F::conv_transpose1d(x, in[1], arg(2),
+                                {.stride = i64("stride", 1),
+                                 .padding = i64("padding", 0),
+                                 .output_padding = i64("output_padding", 0),
+                                 .dilation = i64("dilation", 1),
+                                 .groups = i64("groups", 1)})};
+  if (op == "max_pool1d")
+    return {F::max_pool1d(
+        x, p.at("kernel_size"),
+        {.stride = i64("stride", 0), .padding = i64("padding", 0), .ceil_mode = p.value("ceil_mode", false)})};
+  if (op == "avg_pool1d")
+    return {F::avg_pool1d(x, p.at("kernel_size"),
+                          {.stride = i64("stride", 0),
+                           .padding = i64("padding", 0),
+                           .count_include_pad = p.value("count_include_pad", true)})};
+  if (op == "adaptive_avg_pool1d") return {F::adaptive_avg_pool1d(x, p.at("output_size"))};
   ADD_FAILURE() << "no mapping for op " << op;
   return {};
 }

@@ -232,6 +232,34 @@ case("instance_norm_2d_affine", "instance_norm",
      lambda q, ww, bb: F.instance_norm(q, weight=ww, bias=bb, eps=1e-5), [xi, rnd(3) + 1.0, rnd(3)], {"eps": 1e-5})
 case("instance_norm_1d", "instance_norm", lambda q: F.instance_norm(q, eps=1e-4), [rnd(2, 3, 6)], {"eps": 1e-4})
 
+# ---------------------------------------------------------------- 1-D and transposed convolutions, 1-D pools
+x1 = rnd(2, 4, 9)
+case("conv1d_strided_grouped", "conv1d",
+     lambda q, ww, bb: F.conv1d(q, ww, bb, stride=2, padding=1, dilation=2, groups=2), [x1, rnd(6, 2, 3), rnd(6)],
+     {"stride": 2, "padding": 1, "dilation": 2, "groups": 2})
+case("conv1d_plain", "conv1d", lambda q, ww: F.conv1d(q, ww), [x1, rnd(3, 4, 2)], {})
+xt = rnd(2, 4, 3, 3)
+case("conv_transpose2d_stride2_outpad", "conv_transpose2d",
+     lambda q, ww, bb: F.conv_transpose2d(q, ww, bb, stride=2, padding=1, output_padding=1, groups=2),
+     [xt, rnd(4, 3, 3, 3), rnd(6)], {"stride": [2, 2], "padding": [1, 1], "output_padding": [1, 1], "dilation": [1, 1],
+                                     "groups": 2})
+case("conv_transpose2d_dilated_rect", "conv_transpose2d",
+     lambda q, ww: F.conv_transpose2d(q, ww, stride=(1, 2), padding=(0, 1), dilation=(2, 1)), [xt, rnd(4, 2, 2, 3)],
+     {"stride": [1, 2], "padding": [0, 1], "output_padding": [0, 0], "dilation": [2, 1], "groups": 1})
+case("conv_transpose2d_dcgan", "conv_transpose2d",
+     lambda q, ww: F.conv_transpose2d(q, ww, stride=2, padding=1), [rnd(2, 3, 4, 4), rnd(3, 2, 4, 4)],
+     {"stride": [2, 2], "padding": [1, 1], "output_padding": [0, 0], "dilation": [1, 1], "groups": 1})
+case("conv_transpose1d", "conv_transpose1d",
+     lambda q, ww, bb: F.conv_transpose1d(q, ww, bb, stride=3, padding=1, output_padding=2), [x1, rnd(4, 5, 4), rnd(5)],
+     {"stride": 3, "padding": 1, "output_padding": 2, "dilation": 1, "groups": 1})
+xm = rnd(2, 3, 10)
+case("max_pool1d", "max_pool1d", lambda q: F.max_pool1d(q, 3, stride=2, padding=1, ceil_mode=True), [xm],
+     {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True})
+case("avg_pool1d", "avg_pool1d", lambda q: F.avg_pool1d(q, 4, stride=3, padding=2, count_include_pad=False), [xm],
+     {"kernel_size": 4, "stride": 3, "padding": 2, "count_include_pad": False})
+case("adaptive_avg_pool1d_uneven", "adaptive_avg_pool1d", lambda q: F.adaptive_avg_pool1d(q, 4), [xm],
+     {"output_size": 4})
+
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "reference_new_ops.json")
 with open(out, "w") as f:
     json.dump({"torch": torch.__version__, "cases": cases}, f, separators=(",", ":"))

@@ -1,0 +1,77 @@
+// Conv1d, ConvTranspose1d/2d and the 1-D pools: float64 gradchecks, module shapes, names and
+// initialization, autocast and errors. PyTorch reference values (outputs and every gradient) are
+// in tests/fixtures/reference_new_ops.json (tests/test_new_ops.cpp).
+#include "autograd/gradcheck.h"
+#include "test_util.h"
+
+namespace mt = mantissa;
+namespace nn = mantissa::nn;
+namespace F = mantissa::nn::functional;
+using mt::Tensor;
+using testing::HasSubstr;
+
+namespace {
+Tensor f64(const mt::Shape& s) { return mt::randn(s, {.dtype = mt::kFloat64}).requires_grad_(); }
+}  // namespace
+
+TEST(ConvExtra, Float64Gradcheck) {
+  mt::manual_seed(21);
+  Tensor x = f64({2, 4, 3, 3}), w = f64({4, 3, 3, 3}), b = f64({6});
+  EXPECT_TRUE(mt::autograd::gradcheck(
+      [](auto& in) {
+        return F::conv_transpose2d(in[0], in[1], in[2],
+                                   {.stride = 2, .padding = 1, .output_padding = 1, .dilation = 1, .groups = 2});
+      },
+      {x, w, b}));
+  Tensor x1 = f64({2, 4, 7}), w1 = f64({6, 2, 3});
+  EXPECT_TRUE(mt::autograd::gradcheck(
+      [](auto& in) { return F::conv1d(in[0], in[1], {}, {.stride = 2, .padding = 1, .dilation = 1, .groups = 2}); },
+      {x1, w1}));
+  Tensor wt1 = f64({4, 3, 2});
+  EXPECT_TRUE(mt::autograd::gradcheck(
+      [](auto& in) { return F::conv_transpose1d(in[0], in[1], {}, {.stride = 2, .padding = 0, .output_padding = 1}); },
+      {x1, wt1}));
+  EXPECT_TRUE(mt::autograd::gradcheck([](auto& in) { return F::avg_pool1d(in[0], 3, {.stride = 2, .padding = 1}); },
+                                      {x1}));
+  EXPECT_TRUE(mt::autograd::gradcheck([](auto& in) { return F::adaptive_avg_pool1d(in[0], 3); }, {x1}));
+}
+
+TEST(ConvExtra, ModulesShapesNamesAndInit) {
+  mt::manual_seed(22);
+  // A DCGAN generator's upsampling: [N, 64, 7, 7] -> [N, 32, 14, 14] -> [N, 1, 28, 28].
+  nn::ConvTranspose2d up1(64, 32, 4, {.stride = 2, .padding = 1}), up2(32, 1, 4, {.stride = 2, .padding = 1});
+  EXPECT_EQ(up1.weight.sizes(), (mt::Shape{64, 32, 4, 4}));
+  EXPECT_EQ(up1.state_dict().keys(), (std::vector<std::string>{"weight", "bias"}));
+  EXPECT_EQ(up2(up1(mt::randn({3, 64, 7, 7}))).sizes(), (mt::Shape{3, 1, 28, 28}));
+  // PyTorch's bound: fan-in from weight dim 1 (32 * 4 * 4), bias U(+-1/sqrt(512)).
+  EXPECT_LE(mt::amax(mt::abs(up1.bias)).item<double>(), 1 / std::sqrt(512.0));
+  EXPECT_LE(mt::amax(mt::abs(up1.weight)).item<double>(), 1 / std::sqrt(512.0) + 1e-7);
+  nn::Conv1d conv(128, 100, 3, {.padding = 1});
+  EXPECT_EQ(conv(mt::randn({2, 128, 20})).sizes(), (mt::Shape{2, 100, 20}));
+  EXPECT_EQ(conv(mt::randn({128, 20})).sizes(), (mt::Shape{100, 20}));  // unbatched
+  nn::ConvTranspose1d tconv(8, 4, 3, {.stride = 2, .bias = false});
+  EXPECT_TRUE(!tconv.bias.defined());
+  EXPECT_EQ(tconv(mt::randn({2, 8, 5})).sizes(), (mt::Shape{2, 4, 11}));
+  EXPECT_EQ(nn::MaxPool1d(2)(mt::randn({2, 3, 9})).sizes(), (mt::Shape{2, 3, 4}));
+  EXPECT_EQ(nn::AvgPool1d(3, {.stride = 1})(mt::randn({3, 9})).sizes(), (mt::Shape{3, 7}));
+  EXPECT_EQ(nn::AdaptiveAvgPool1d(1)(mt::randn({2, 3, 9})).sizes(), (mt::Shape{2, 3, 1}));
+}
+
+TEST(ConvExtra, AutocastRunsTheTransposedConvInTheLowPrecision) {
+  nn::ConvTranspose2d up(4, 2, 3);
+  mt::amp::Autocast ac(mt::kBFloat16, true, mt::DeviceType::CPU);
+  EXPECT_EQ(up(mt::randn({1, 4, 5, 5})).dtype(), mt::kBFloat16);
+}
+
+TEST(ConvExtra, Errors) {
+  Tensor w = mt::randn({4, 2, 3, 3});
+  EXPECT_THAT([&] { F::conv_transpose2d(mt::randn({1, 4, 5, 5}), w, {}, {.stride = 2, .output_padding = 2}); },
+              testing::ThrowsMessage<mt::Error>(HasSubstr("output_padding")));
+  EXPECT_THAT([&] { F::conv_transpose2d(mt::randn({1, 3, 5, 5}), w); },
+              testing::ThrowsMessage<mt::Error>(HasSubstr("channels in dim 0")));
+  EXPECT_THAT([&] { F::conv_transpose2d(mt::randn({1, 4, 5, 5}), w, mt::randn({3})); },
+              testing::ThrowsMessage<mt::Error>(HasSubstr("bias must have shape [2]")));
+  EXPECT_THAT([] { F::conv1d(mt::randn({2, 3, 4, 5}), mt::randn({2, 3, 1})); },
+              testing::ThrowsMessage<mt::Error>(HasSubstr("[N, C, L]")));
+  EXPECT_THAT([] { nn::ConvTranspose2d(3, 4, 2, {.groups = 2}); }, testing::ThrowsMessage<mt::Error>(HasSubstr("groups")));
+}
