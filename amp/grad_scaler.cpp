@@ -120,8 +120,8 @@ bool GradScaler::found_inf() const {
 
 bool GradScaler::unscale_(optim::Optimizer& opt) {
   if (!opts_.enabled) return false;
-  MT_CHECK(stage_ == Stage::Ready, "GradScaler::unscale_",
-           "unscale_() was already called (or step() taken) since the last update()");
+  MT_CHECK(!unscaled_.count(&opt) && !stepped_.count(&opt), "GradScaler::unscale_",
+           "unscale_() was already called for this optimizer (or its step() taken) since the last update()");
   NoGradGuard no_grad;
   std::map<int, Tensor> inv_scales;  // 1 / S on each gradient's device
   for (const Tensor& p : opt.parameters()) {
@@ -136,7 +136,7 @@ bool GradScaler::unscale_(optim::Optimizer& opt) {
     g.bump_version();
     sink_.checked(g);
   }
-  stage_ = Stage::Unscaled;
+  unscaled_.insert(&opt);
   return found_inf();
 }
 
@@ -145,9 +145,10 @@ bool GradScaler::step(optim::Optimizer& opt) {
     opt.step();
     return true;
   }
-  MT_CHECK(stage_ != Stage::Stepped, "GradScaler::step", "step() was already called since the last update()");
-  const bool unscaled = stage_ == Stage::Unscaled;
-  stage_ = Stage::Stepped;
+  MT_CHECK(!stepped_.count(&opt), "GradScaler::step",
+           "step() was already called for this optimizer since the last update()");
+  const bool unscaled = unscaled_.count(&opt) > 0;
+  stepped_.insert(&opt);
   {
     NoGradGuard no_grad;
     check_unchecked(opt);
@@ -169,9 +170,13 @@ void GradScaler::update() {
   NoGradGuard no_grad;
   // The floor is kMinScale at least, so the inverse the step kernels form stays finite.
   const float floor = float(std::max(opts_.min_scale, kMinScale));
-  const math::ScaleUpdate rule{float(opts_.growth_factor),     float(opts_.backoff_factor), floor,
-                               int32_t(opts_.growth_interval), int32_t(opts_.hysteresis),   opts_.dynamic,
-                               stage_ == Stage::Stepped};
+  const math::ScaleUpdate rule{float(opts_.growth_factor),
+                               float(opts_.backoff_factor),
+                               floor,
+                               int32_t(opts_.growth_interval),
+                               int32_t(opts_.hysteresis),
+                               opts_.dynamic,
+                               !stepped_.empty()};
   const Tensor flag = combined_flag();
   // A recording Profile keeps the loss-scale history (reading it back synchronises a GPU).
   const int64_t skipped_before = profiler::recording() ? skipped_steps() : 0;
@@ -180,7 +185,8 @@ void GradScaler::update() {
   for (auto& [key, f] : flags_)
     if (!f.is_same(flag)) f.zero_();
   checked_.clear();
-  stage_ = Stage::Ready;
+  unscaled_.clear();
+  stepped_.clear();
   if (profiler::recording())
     profiler::note("loss_scale", skipped_steps() > skipped_before ? "skipped" : "taken", scale());
 }

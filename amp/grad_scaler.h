@@ -12,6 +12,13 @@
 // .grad(), set_grad, autograd::grad results, create_graph backward) before it decides.
 //   scaler.update();         // adjusts S
 //
+// Several models, losses and optimizers (a GAN) share one scaler, as in PyTorch's recipe: each
+// loss through scaler.backward, each optimizer through unscale_ (optional) and step (once per
+// iteration each), one update() per iteration. The overflow flag is the iteration's: a step is
+// skipped when any gradient checked so far in the iteration (the optimizer's own, or an earlier
+// loss's) was non-finite, so an overflow skips the optimizers stepped after it (PyTorch decides
+// per optimizer, on its gradients only); update() backs off once.
+//
 // On a GPU the scale, its counters and the found-inf flag live in device memory (the
 // device of the first loss passed to backward): step() hands them to the optimizer's
 // kernels, which skip the update on the device, and update() adjusts the scale in a
@@ -25,6 +32,7 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -99,7 +107,6 @@ class GradScaler {
     std::weak_ptr<TensorImpl> grad;
     uint64_t version = 0;
   };
-  enum class Stage { Ready, Unscaled, Stepped };
 
   // Moves the scale and counters to `device` (the first loss's device; rarely changes).
   void place_on(Device device);
@@ -113,7 +120,8 @@ class GradScaler {
   GradScalerOptions opts_;
   Tensor scale_;     // float32 [1]
   Tensor counters_;  // int32 [3]: growth_tracker, overflows_in_a_row, skipped_steps
-  Stage stage_ = Stage::Ready;
+  // This iteration's optimizers (since the last update()): those unscaled, those stepped.
+  std::set<const optim::Optimizer*> unscaled_, stepped_;
   std::map<int, Tensor> flags_;                   // found-inf flag per device (float32 [1] on that device)
   std::map<const TensorImpl*, Checked> checked_;  // cleared by update()
   Sink sink_;
