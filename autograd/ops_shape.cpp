@@ -526,12 +526,4 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   return from_vector(out, shape, {.dtype = DType::Int64, .device = indices.device()});
 }
 
-Tensor embedding(const Tensor& weight, const Tensor& indices) {
-  MT_CHECK(weight.dim() == 2, "embedding", "weight must be 2-D [num_embeddings, dim], got ", weight.shape_str());
-  checked_index("embedding", indices, weight.size(0), weight, 0);  // so errors name embedding
-  Shape shape = indices.sizes();
-  shape.push_back(weight.size(1));
-  return index_select(weight, 0, indices.reshape({-1})).reshape(shape);
-}
-
 }  // namespace mantissa
