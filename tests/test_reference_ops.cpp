@@ -241,7 +241,9 @@ const std::map<std::string, OpFn>& op_table() {
       return Tensors{mt::scatter_add(in[0], geti(a, "dim"), in[1], in[2])};
     };
     t["one_hot"] = [](const Tensors& in, const json& a) { return Tensors{mt::one_hot(in[0], geti(a, "num_classes"))}; };
-    t["embedding"] = [](const Tensors& in, const json&) { return Tensors{mt::nn::functional::embedding(in[1], in[0])}; };
+    t["embedding"] = [](const Tensors& in, const json&) {
+      return Tensors{mt::nn::functional::embedding(in[1], in[0])};
+    };
 
     t["permute"] = [](const Tensors& in, const json& a) { return Tensors{in[0].permute(dims(a))}; };
     t["transpose"] = [](const Tensors& in, const json& a) {
