@@ -115,7 +115,7 @@ Tensor view_scatter(const Tensor& g, const Shape& shape, const Shape& sizes, con
   return out;
 }
 
-Tensor Tensor::view(const Shape& shape_in) const {
+Tensor Tensor::view(Key, const Shape& shape_in) const {
   Shape shape = infer_shape(shape_in, numel(), "view", *this);
   Shape st;
   MT_CHECK(view_strides(*this, shape, st), "view", "view shape ", mantissa::shape_str(shape),
@@ -124,14 +124,14 @@ Tensor Tensor::view(const Shape& shape_in) const {
   return reshaped_view("ViewBackward", *this, shape, st);
 }
 
-Tensor Tensor::reshape(const Shape& shape_in) const {
+Tensor Tensor::reshape(Key, const Shape& shape_in) const {
   Shape shape = infer_shape(shape_in, numel(), "reshape", *this);
   Shape st;
   if (view_strides(*this, shape, st)) return reshaped_view("ReshapeBackward", *this, shape, st);
   return contiguous().view(shape);
 }
 
-Tensor Tensor::flatten(int64_t start, int64_t end) const {
+Tensor Tensor::flatten(Key, int64_t start, int64_t end) const {
   if (dim() == 0) return reshape({1});
   start = wrap_dim(start, dim(), "flatten");
   end = wrap_dim(end, dim(), "flatten");
@@ -144,7 +144,7 @@ Tensor Tensor::flatten(int64_t start, int64_t end) const {
   return reshape(s);
 }
 
-Tensor Tensor::permute(const Shape& dims) const {
+Tensor Tensor::permute(Key, const Shape& dims) const {
   MT_CHECK(int64_t(dims.size()) == dim(), "permute", "expected ", dim(), " dims for a tensor of shape ", shape_str(),
            ", got ", mantissa::shape_str(dims));
   Shape sz, st, inverse(dims.size());
@@ -165,7 +165,7 @@ Tensor Tensor::permute(const Shape& dims) const {
   return y;
 }
 
-Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+Tensor Tensor::transpose(Key, int64_t d0, int64_t d1) const {
   if (dim() == 0) return *this;
   Shape p(dim());
   for (int64_t i = 0; i < dim(); ++i) p[i] = i;
@@ -173,12 +173,12 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   return permute(p);
 }
 
-Tensor Tensor::t() const {
+Tensor Tensor::t(Key) const {
   MT_CHECK(dim() <= 2, "t", "expects a tensor with <= 2 dimensions, got shape ", shape_str());
   return dim() < 2 ? *this : transpose(0, 1);
 }
 
-Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+Tensor Tensor::slice(Key, int64_t d, int64_t start, int64_t end, int64_t step) const {
   d = wrap_dim(d, dim(), "slice");
   MT_CHECK(step > 0, "slice", "step must be positive, got ", step);
   int64_t n = size(d);
@@ -194,7 +194,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   return window_view("SliceBackward", *this, sz, st, offset() + start * stride(d), cst, canon_off);
 }
 
-Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+Tensor Tensor::narrow(Key, int64_t d, int64_t start, int64_t length) const {
   d = wrap_dim(d, dim(), "narrow");
   int64_t n = size(d);
   if (start < 0) start += n;
@@ -203,7 +203,7 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   return slice(d, start, start + length);
 }
 
-Tensor Tensor::select(int64_t d, int64_t index) const {
+Tensor Tensor::select(Key, int64_t d, int64_t index) const {
   d = wrap_dim(d, dim(), "select");
   int64_t n = size(d);
   MT_CHECK(index >= -n && index < n, "select", "index ", index, " is out of range for dimension ", d, " of size ", n,
@@ -217,7 +217,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   return window_view("SelectBackward", *this, sz, st, offset() + index * stride(d), cst, canon_off);
 }
 
-Tensor Tensor::expand(const Shape& shape) const {
+Tensor Tensor::expand(Key, const Shape& shape) const {
   MT_CHECK(int64_t(shape.size()) >= dim(), "expand", "cannot expand shape ", shape_str(), " to ",
            mantissa::shape_str(shape), " with fewer dimensions");
   size_t lead = shape.size() - size_t(dim());
@@ -244,7 +244,7 @@ Tensor Tensor::expand(const Shape& shape) const {
   return y;
 }
 
-Tensor Tensor::squeeze() const {
+Tensor Tensor::squeeze(Key) const {
   Shape sz, st;
   for (int64_t d = 0; d < dim(); ++d)
     if (size(d) != 1) {
@@ -254,7 +254,7 @@ Tensor Tensor::squeeze() const {
   return reshaped_view("SqueezeBackward", *this, sz, st);
 }
 
-Tensor Tensor::squeeze(int64_t d) const {
+Tensor Tensor::squeeze(Key, int64_t d) const {
   if (dim() == 0) return *this;
   d = wrap_dim(d, dim(), "squeeze");
   if (size(d) != 1) return *this;
@@ -264,7 +264,7 @@ Tensor Tensor::squeeze(int64_t d) const {
   return reshaped_view("SqueezeBackward", *this, sz, st);
 }
 
-Tensor Tensor::unsqueeze(int64_t d) const {
+Tensor Tensor::unsqueeze(Key, int64_t d) const {
   d = wrap_dim(d, dim() + 1, "unsqueeze");
   Shape sz = sizes(), st = strides();
   int64_t s = d < dim() ? size(d) * stride(d) : 1;
@@ -273,16 +273,16 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   return reshaped_view("UnsqueezeBackward", *this, sz, st);
 }
 
-Tensor Tensor::clone() const {
+Tensor Tensor::clone(Key) const {
   Tensor y = make_tensor(sizes(), dtype(), device());
   backend_for(device()).copy(*this, y);
   if (needs_grad({*this})) record("clone", {*this}, y, [](const Tensor& g, auto&) { return Grads{g}; });
   return y;
 }
 
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+Tensor Tensor::contiguous(Key) const { return is_contiguous() ? *this : clone(); }
 
-Tensor Tensor::to(DType t) const {
+Tensor Tensor::to(Key, DType t) const {
   if (t == dtype()) return *this;
   Tensor y = launch::cast(*this, t);
   if (is_floating(t) && needs_grad({*this})) {
@@ -291,7 +291,7 @@ Tensor Tensor::to(DType t) const {
   return y;
 }
 
-Tensor Tensor::to(Device d, bool non_blocking) const {
+Tensor Tensor::to(Key, Device d, bool non_blocking) const {
   if (d == device()) return *this;
   Tensor y = launch::to_device(*this, d, non_blocking);
   if (needs_grad({*this}))
@@ -299,7 +299,7 @@ Tensor Tensor::to(Device d, bool non_blocking) const {
   return y;
 }
 
-Tensor Tensor::detach() const { return make_view(*this, sizes(), strides(), offset()); }
+Tensor Tensor::detach(Key) const { return make_view(*this, sizes(), strides(), offset()); }
 
 // ---------------------------------------------------------------- joining and splitting
 

@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "autograd/tensor_methods.h"
 #include "core/error.h"
 #include "data/gz_reader.h"
 

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "autograd/tensor_methods.h"
 #include "core/error.h"
 #include "data/idx.h"
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "autograd/grad_mode.h"
+#include "autograd/tensor_methods.h"
 #include "core/error.h"
 #include "core/random.h"
 
