@@ -30,6 +30,8 @@ Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor silu(const Tensor& x);
 // log(1 + exp(beta x)) / beta, and x where beta x > threshold (torch.nn.functional.softplus).
 Tensor softplus(const Tensor& x, double beta = 1, double threshold = 20);
+// x tanh(softplus(x)) (torch.nn.functional.mish).
+Tensor mish(const Tensor& x);
 Tensor erf(const Tensor& x);
 Tensor reciprocal(const Tensor& x);
 Tensor square(const Tensor& x);

@@ -79,6 +79,9 @@ struct Softplus {
     return bx > T(threshold) ? x : std::log1p(std::exp(bx)) / T(beta);
   }
 };
+// mish(x) = x tanh(softplus(x)), as torch computes it: exp(x) overflows to inf for large x,
+// whose log1p and tanh give 1, so mish(x) = x there without softplus's threshold.
+MT_UNARY_FUNCTOR(Mish, x* std::tanh(std::log1p(std::exp(x))));
 struct PowScalar {
   double e;
   template <typename T>
@@ -212,6 +215,7 @@ MT_BACKWARD_FROM_OUTPUT(TanhBackwardFromOutput, g*(T(1) - y * y));
   X(GeluTanh, "gelu_tanh", GeluTanh, Floating, PassThrough)                     \
   X(Silu, "silu", Silu, Floating, PassThrough)                                  \
   X(Softplus, "softplus", Softplus, Floating, Fp32) /* a: beta, b: threshold */ \
+  X(Mish, "mish", Mish, Floating, PassThrough)                                  \
   X(Erf, "erf", Erf, Floating, PassThrough)                                     \
   X(Reciprocal, "reciprocal", Reciprocal, Floating, Fp32)                       \
   X(Square, "square", Square, Numeric, PassThrough)                             \

@@ -79,7 +79,7 @@ TEST_F(Gradcheck, Unary) {
       {"rsqrt", mt::rsqrt, Pos},   {"sin", mt::sin, any},         {"cos", mt::cos, any},
       {"tanh", mt::tanh, any},     {"sigmoid", mt::sigmoid, any}, {"relu", mt::relu, Away},
       {"silu", mt::silu, any},     {"erf", mt::erf, any},         {"reciprocal", mt::reciprocal, Away},
-      {"square", mt::square, any},
+      {"square", mt::square, any}, {"mish", mt::mish, any},
   };
   for (const Case& c : cases) check2(c.name, [&](const Tensors& in) { return c.op(in[0]); }, {c.make({2, 3})});
   check2("log1p near -1", [](const Tensors& in) { return mt::log1p(in[0]); }, {U({4}, -0.7, -0.2)});

@@ -93,6 +93,7 @@ const std::map<std::string, OpFn>& op_table() {
     unary("sigmoid", mt::sigmoid);
     unary("relu", mt::relu);
     unary("silu", mt::silu);
+    unary("mish", mt::mish);
     unary("erf", mt::erf);
     unary("reciprocal", mt::reciprocal);
     unary("square", mt::square);
