@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
+#include "autograd/tensor_methods.h"
 #include "core/autograd_meta.h"
 #include "core/tensor.h"
 

@@ -30,6 +30,8 @@ Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor silu(const Tensor& x);
 // log(1 + exp(beta x)) / beta, and x where beta x > threshold (torch.nn.functional.softplus).
 Tensor softplus(const Tensor& x, double beta = 1, double threshold = 20);
+// x tanh(softplus(x)) (torch.nn.functional.mish).
+Tensor mish(const Tensor& x);
 Tensor erf(const Tensor& x);
 Tensor reciprocal(const Tensor& x);
 Tensor square(const Tensor& x);
@@ -125,8 +127,6 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 // Returns x with src added at `index` along dim (out-of-place scatter_add).
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
-// weight: [num_embeddings, dim]; indices: int64 of any shape -> [..., dim]
-Tensor embedding(const Tensor& weight, const Tensor& indices);
 
 // The lower (tril) or upper (triu) triangle of the last two dims; the rest zeroed. diagonal
 // 0 is the main diagonal, > 0 above it, < 0 below (as torch.tril / torch.triu).

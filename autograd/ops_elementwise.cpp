@@ -207,6 +207,14 @@ Tensor softplus(const Tensor& x0, double beta, double threshold) {
   }
   return y;
 }
+Tensor mish(const Tensor& x) {
+  check_floating_activation("mish", x);
+  return unary_with_input("mish", UnaryOp::Mish, x, [](const Tensor& g, const Tensor& x) {
+    // torch's mish_backward: t + x sigmoid(x) (1 - t^2), t = tanh(softplus(x)).
+    Tensor t = tanh(log1p(exp(x)));
+    return g * (t + x * sigmoid(x) * (1.0 - t * t));
+  });
+}
 Tensor erf(const Tensor& x) {
   return unary_with_input("erf", UnaryOp::Erf, x,
                           [](const Tensor& g, const Tensor& x) { return g * exp(-(x * x)) * kTwoOverSqrtPi; });

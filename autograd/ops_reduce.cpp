@@ -294,20 +294,20 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
 
 // ---------------------------------------------------------------- Tensor method sugar
 
-Tensor Tensor::sum() const { return mantissa::sum(*this); }
-Tensor Tensor::sum(const Shape& dims, bool keepdim) const { return mantissa::sum(*this, dims, keepdim); }
-Tensor Tensor::mean() const { return mantissa::mean(*this); }
-Tensor Tensor::mean(const Shape& dims, bool keepdim) const { return mantissa::mean(*this, dims, keepdim); }
-Tensor Tensor::max() const { return mantissa::max(*this); }
-Tensor Tensor::min() const { return mantissa::min(*this); }
-Tensor Tensor::argmax(int64_t dim, bool keepdim) const { return mantissa::argmax(*this, dim, keepdim); }
-Tensor Tensor::matmul(const Tensor& o) const { return mantissa::matmul(*this, o); }
-Tensor Tensor::pow(const Scalar& e) const { return mantissa::pow(*this, e); }
-Tensor Tensor::exp() const { return mantissa::exp(*this); }
-Tensor Tensor::log() const { return mantissa::log(*this); }
-Tensor Tensor::abs() const { return mantissa::abs(*this); }
-Tensor Tensor::sqrt() const { return mantissa::sqrt(*this); }
-Tensor Tensor::neg() const { return mantissa::neg(*this); }
-Tensor Tensor::relu() const { return mantissa::relu(*this); }
+Tensor Tensor::sum(Key) const { return mantissa::sum(*this); }
+Tensor Tensor::sum(Key, const Shape& dims, bool keepdim) const { return mantissa::sum(*this, dims, keepdim); }
+Tensor Tensor::mean(Key) const { return mantissa::mean(*this); }
+Tensor Tensor::mean(Key, const Shape& dims, bool keepdim) const { return mantissa::mean(*this, dims, keepdim); }
+Tensor Tensor::max(Key) const { return mantissa::max(*this); }
+Tensor Tensor::min(Key) const { return mantissa::min(*this); }
+Tensor Tensor::argmax(Key, int64_t dim, bool keepdim) const { return mantissa::argmax(*this, dim, keepdim); }
+Tensor Tensor::matmul(Key, const Tensor& o) const { return mantissa::matmul(*this, o); }
+Tensor Tensor::pow(Key, const Scalar& e) const { return mantissa::pow(*this, e); }
+Tensor Tensor::exp(Key) const { return mantissa::exp(*this); }
+Tensor Tensor::log(Key) const { return mantissa::log(*this); }
+Tensor Tensor::abs(Key) const { return mantissa::abs(*this); }
+Tensor Tensor::sqrt(Key) const { return mantissa::sqrt(*this); }
+Tensor Tensor::neg(Key) const { return mantissa::neg(*this); }
+Tensor Tensor::relu(Key) const { return mantissa::relu(*this); }
 
 }  // namespace mantissa

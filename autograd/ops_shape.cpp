@@ -1,16 +1,15 @@
-// Views, copies, casts, concatenation and indexing, with their backward formulas.
+// Views, copies, casts, concatenation and splitting, with their backward formulas
+// (indexing: ops_index.cpp).
 // View ops return real views (shared storage); their backward writes the gradient
 // into the matching window of a zero tensor (view_scatter), which is differentiable.
 #include <algorithm>
 
 #include "amp/autocast.h"
 #include "autograd/op_helpers.h"
-#include "core/index_check.h"
 
 // Autocast categories of the ops defined here (amp/autocast_policy.h).
 MT_DECLARE_CAST_POLICY(cat, Promote);
 MT_DECLARE_CAST_POLICY(stack, Promote);
-MT_DECLARE_CAST_POLICY(scatter_add, Promote);
 
 namespace mantissa {
 
@@ -115,7 +114,7 @@ Tensor view_scatter(const Tensor& g, const Shape& shape, const Shape& sizes, con
   return out;
 }
 
-Tensor Tensor::view(const Shape& shape_in) const {
+Tensor Tensor::view(Key, const Shape& shape_in) const {
   Shape shape = infer_shape(shape_in, numel(), "view", *this);
   Shape st;
   MT_CHECK(view_strides(*this, shape, st), "view", "view shape ", mantissa::shape_str(shape),
@@ -124,14 +123,14 @@ Tensor Tensor::view(const Shape& shape_in) const {
   return reshaped_view("ViewBackward", *this, shape, st);
 }
 
-Tensor Tensor::reshape(const Shape& shape_in) const {
+Tensor Tensor::reshape(Key, const Shape& shape_in) const {
   Shape shape = infer_shape(shape_in, numel(), "reshape", *this);
   Shape st;
   if (view_strides(*this, shape, st)) return reshaped_view("ReshapeBackward", *this, shape, st);
   return contiguous().view(shape);
 }
 
-Tensor Tensor::flatten(int64_t start, int64_t end) const {
+Tensor Tensor::flatten(Key, int64_t start, int64_t end) const {
   if (dim() == 0) return reshape({1});
   start = wrap_dim(start, dim(), "flatten");
   end = wrap_dim(end, dim(), "flatten");
@@ -144,7 +143,7 @@ Tensor Tensor::flatten(int64_t start, int64_t end) const {
   return reshape(s);
 }
 
-Tensor Tensor::permute(const Shape& dims) const {
+Tensor Tensor::permute(Key, const Shape& dims) const {
   MT_CHECK(int64_t(dims.size()) == dim(), "permute", "expected ", dim(), " dims for a tensor of shape ", shape_str(),
            ", got ", mantissa::shape_str(dims));
   Shape sz, st, inverse(dims.size());
@@ -165,7 +164,7 @@ Tensor Tensor::permute(const Shape& dims) const {
   return y;
 }
 
-Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+Tensor Tensor::transpose(Key, int64_t d0, int64_t d1) const {
   if (dim() == 0) return *this;
   Shape p(dim());
   for (int64_t i = 0; i < dim(); ++i) p[i] = i;
@@ -173,12 +172,12 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   return permute(p);
 }
 
-Tensor Tensor::t() const {
+Tensor Tensor::t(Key) const {
   MT_CHECK(dim() <= 2, "t", "expects a tensor with <= 2 dimensions, got shape ", shape_str());
   return dim() < 2 ? *this : transpose(0, 1);
 }
 
-Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+Tensor Tensor::slice(Key, int64_t d, int64_t start, int64_t end, int64_t step) const {
   d = wrap_dim(d, dim(), "slice");
   MT_CHECK(step > 0, "slice", "step must be positive, got ", step);
   int64_t n = size(d);
@@ -194,7 +193,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   return window_view("SliceBackward", *this, sz, st, offset() + start * stride(d), cst, canon_off);
 }
 
-Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+Tensor Tensor::narrow(Key, int64_t d, int64_t start, int64_t length) const {
   d = wrap_dim(d, dim(), "narrow");
   int64_t n = size(d);
   if (start < 0) start += n;
@@ -203,7 +202,7 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   return slice(d, start, start + length);
 }
 
-Tensor Tensor::select(int64_t d, int64_t index) const {
+Tensor Tensor::select(Key, int64_t d, int64_t index) const {
   d = wrap_dim(d, dim(), "select");
   int64_t n = size(d);
   MT_CHECK(index >= -n && index < n, "select", "index ", index, " is out of range for dimension ", d, " of size ", n,
@@ -217,7 +216,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   return window_view("SelectBackward", *this, sz, st, offset() + index * stride(d), cst, canon_off);
 }
 
-Tensor Tensor::expand(const Shape& shape) const {
+Tensor Tensor::expand(Key, const Shape& shape) const {
   MT_CHECK(int64_t(shape.size()) >= dim(), "expand", "cannot expand shape ", shape_str(), " to ",
            mantissa::shape_str(shape), " with fewer dimensions");
   size_t lead = shape.size() - size_t(dim());
@@ -244,7 +243,7 @@ Tensor Tensor::expand(const Shape& shape) const {
   return y;
 }
 
-Tensor Tensor::squeeze() const {
+Tensor Tensor::squeeze(Key) const {
   Shape sz, st;
   for (int64_t d = 0; d < dim(); ++d)
     if (size(d) != 1) {
@@ -254,7 +253,7 @@ Tensor Tensor::squeeze() const {
   return reshaped_view("SqueezeBackward", *this, sz, st);
 }
 
-Tensor Tensor::squeeze(int64_t d) const {
+Tensor Tensor::squeeze(Key, int64_t d) const {
   if (dim() == 0) return *this;
   d = wrap_dim(d, dim(), "squeeze");
   if (size(d) != 1) return *this;
@@ -264,7 +263,7 @@ Tensor Tensor::squeeze(int64_t d) const {
   return reshaped_view("SqueezeBackward", *this, sz, st);
 }
 
-Tensor Tensor::unsqueeze(int64_t d) const {
+Tensor Tensor::unsqueeze(Key, int64_t d) const {
   d = wrap_dim(d, dim() + 1, "unsqueeze");
   Shape sz = sizes(), st = strides();
   int64_t s = d < dim() ? size(d) * stride(d) : 1;
@@ -273,16 +272,16 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   return reshaped_view("UnsqueezeBackward", *this, sz, st);
 }
 
-Tensor Tensor::clone() const {
+Tensor Tensor::clone(Key) const {
   Tensor y = make_tensor(sizes(), dtype(), device());
   backend_for(device()).copy(*this, y);
   if (needs_grad({*this})) record("clone", {*this}, y, [](const Tensor& g, auto&) { return Grads{g}; });
   return y;
 }
 
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+Tensor Tensor::contiguous(Key) const { return is_contiguous() ? *this : clone(); }
 
-Tensor Tensor::to(DType t) const {
+Tensor Tensor::to(Key, DType t) const {
   if (t == dtype()) return *this;
   Tensor y = launch::cast(*this, t);
   if (is_floating(t) && needs_grad({*this})) {
@@ -291,7 +290,7 @@ Tensor Tensor::to(DType t) const {
   return y;
 }
 
-Tensor Tensor::to(Device d, bool non_blocking) const {
+Tensor Tensor::to(Key, Device d, bool non_blocking) const {
   if (d == device()) return *this;
   Tensor y = launch::to_device(*this, d, non_blocking);
   if (needs_grad({*this}))
@@ -299,7 +298,7 @@ Tensor Tensor::to(Device d, bool non_blocking) const {
   return y;
 }
 
-Tensor Tensor::detach() const { return make_view(*this, sizes(), strides(), offset()); }
+Tensor Tensor::detach(Key) const { return make_view(*this, sizes(), strides(), offset()); }
 
 // ---------------------------------------------------------------- joining and splitting
 
@@ -396,142 +395,6 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   if (x.dim() > 0 && x.size(dim) == 0) return std::vector<Tensor>(size_t(chunks), x.narrow(dim, 0, 0));
   int64_t size = (x.size(dim) + chunks - 1) / chunks;
   return split(x, std::max<int64_t>(size, 1), dim);
-}
-
-// ---------------------------------------------------------------- indexing
-
-namespace {
-// An int64, contiguous copy of `index` whose values are checked to be in [0, n)
-// (core/index_check.h: on a GPU without a host synchronisation).
-Tensor checked_index(const char* op, const Tensor& index, int64_t n, const Tensor& x, int64_t dim) {
-  MT_CHECK(index.dtype() == DType::Int64 || index.dtype() == DType::Int32, op,
-           "index must be an int64 or int32 tensor, got ", dtype_name(index.dtype()));
-  Tensor idx = launch::contiguous(launch::cast(index, DType::Int64));
-  launch::check_index_range(op, "index", idx, n, nullptr,
-                            "dimension " + std::to_string(dim) + " of input shape " + x.shape_str());
-  return idx;
-}
-}  // namespace
-
-Tensor index_select(const Tensor& x, int64_t dim_in, const Tensor& index) {
-  MT_CHECK(index.dim() <= 1, "index_select", "index must be 0-D or 1-D, got shape ", index.shape_str());
-  launch::check_same_device("index_select", {x, index});
-  int64_t dim = wrap_dim(dim_in, x.dim(), "index_select");
-  Tensor idx = checked_index("index_select", index, x.dim() ? x.size(dim) : 1, x, dim).reshape({-1});
-  Shape shape = x.sizes();
-  if (x.dim()) shape[dim] = idx.numel();
-  Tensor y = make_tensor(shape, x.dtype(), x.device());
-  backend_for(x.device()).index_select(launch::contiguous(x), dim, idx, y);
-  if (needs_grad({x})) {
-    record("index_select", {x}, y, [shape = x.sizes(), dim, idx](const Tensor& g, auto&) {
-      // index_add into zeros: scatter_add with the index broadcast along the other dims.
-      Shape view(g.dim(), 1);
-      view[dim] = idx.numel();
-      Tensor full_idx = idx.reshape(view).expand(g.sizes()).contiguous();
-      return Grads{scatter_add(zeros(shape, {.dtype = g.dtype(), .device = g.device()}), dim, full_idx, g)};
-    });
-  }
-  return y;
-}
-
-namespace {
-// The view of t's leading corner with index's sizes in every dim but `dim` (-1: in every dim),
-// for the gather/scatter kernels, which walk their data with the index's sizes.
-Tensor index_corner(const Tensor& t, const Tensor& index, int64_t dim) {
-  Shape sizes = t.sizes();
-  for (int64_t d = 0; d < t.dim(); ++d)
-    if (d != dim) sizes[size_t(d)] = index.size(d);
-  return sizes == t.sizes() ? t : make_view(t, sizes, t.strides(), t.offset());
-}
-}  // namespace
-
-Tensor gather(const Tensor& x, int64_t dim_in, const Tensor& index) {
-  int64_t dim = wrap_dim(dim_in, x.dim(), "gather");
-  launch::check_same_device("gather", {x, index});
-  MT_CHECK(index.dim() == x.dim(), "gather", "index must have as many dims as the input: ", describe({x, index}));
-  for (int64_t d = 0; d < x.dim(); ++d)
-    MT_CHECK(d == dim || index.size(d) <= x.size(d), "gather",
-             "index must not be larger than the input except in dimension ", dim, ": ", describe({x, index}));
-  Tensor idx = checked_index("gather", index, x.size(dim), x, dim);
-  Tensor y = make_tensor(index.sizes(), x.dtype(), x.device());
-  // The kernel reads an input with the index's sizes outside dim: the leading corner of x.
-  if (y.numel() > 0) backend_for(x.device()).gather(launch::contiguous(index_corner(x, index, dim)), dim, idx, y);
-  if (needs_grad({x})) {
-    record("gather", {x}, y, [shape = x.sizes(), dim, idx](const Tensor& g, auto&) {
-      return Grads{scatter_add(zeros(shape, {.dtype = g.dtype(), .device = g.device()}), dim, idx, g)};
-    });
-  }
-  return y;
-}
-
-Tensor scatter_add(const Tensor& x0, int64_t dim_in, const Tensor& index, const Tensor& src0) {
-  auto in = amp::autocast_many(autocast_scatter_add, {x0, src0});
-  Tensor x = in[0], src = in[1].dtype() == in[0].dtype() ? in[1] : in[1].to(in[0].dtype());
-  int64_t dim = wrap_dim(dim_in, x.dim(), "scatter_add");
-  launch::check_same_device("scatter_add", {x, index, src});
-  MT_CHECK(index.dim() == x.dim() && src.dim() == x.dim(), "scatter_add",
-           "index and src must have as many dims as the input: ", describe({x, index, src}));
-  for (int64_t d = 0; d < x.dim(); ++d)
-    MT_CHECK(index.size(d) <= src.size(d) && (d == dim || index.size(d) <= x.size(d)), "scatter_add",
-             "index must not be larger than src, nor than the input except in dimension ", dim, ": ",
-             describe({x, index, src}));
-  Tensor idx = checked_index("scatter_add", index, x.size(dim), x, dim);
-  Tensor y = make_tensor(x.sizes(), x.dtype(), x.device());
-  backend_for(x.device()).copy(x, y);
-  if (idx.numel() > 0) {
-    // The kernel takes src and the output with the index's sizes (outside dim, for the output):
-    // a smaller index (PyTorch requires only <=) scatters into the leading corner of y.
-    Tensor src_used = launch::contiguous(index_corner(src, index, -1));
-    Tensor corner = index_corner(y, index, dim);
-    if (corner.sizes() == y.sizes()) {
-      backend_for(x.device()).scatter_add(y, dim, idx, src_used);
-    } else {
-      Tensor part = launch::contiguous(corner);  // an alias of y when the corner is contiguous
-      backend_for(x.device()).scatter_add(part, dim, idx, src_used);
-      if (!corner.is_contiguous()) backend_for(x.device()).copy(part, corner);
-    }
-  }
-  if (needs_grad({x, src})) {
-    record("scatter_add", {x, src}, y, [dim, idx, src_shape = src.sizes()](const Tensor& g, auto& need) {
-      Tensor gs;
-      if (need[1]) {
-        gs = gather(g, dim, idx);
-        if (gs.sizes() != src_shape)  // src positions the index does not reach get 0
-          gs = view_scatter(gs, src_shape, gs.sizes(), contiguous_strides(src_shape), 0);
-      }
-      return Grads{need[0] ? g : Tensor(), gs};
-    });
-  }
-  return y;
-}
-
-Tensor one_hot(const Tensor& indices, int64_t num_classes) {
-  MT_CHECK(indices.dtype() == DType::Int64 || indices.dtype() == DType::Int32, "one_hot",
-           "expects an integer tensor, got ", dtype_name(indices.dtype()));
-  std::vector<int64_t> v = indices.to_vector<int64_t>();
-  if (num_classes < 0) {
-    MT_CHECK(!v.empty(), "one_hot", "cannot infer the number of classes from an empty tensor ", indices.shape_str(),
-             " (pass num_classes)");
-    num_classes = 0;
-    for (int64_t i : v) num_classes = std::max(num_classes, i + 1);
-  }
-  Shape shape = indices.sizes();
-  shape.push_back(num_classes);
-  std::vector<int64_t> out(size_t(shape_numel(shape)), 0);
-  for (size_t i = 0; i < v.size(); ++i) {
-    MT_CHECK(v[i] >= 0 && v[i] < num_classes, "one_hot", "class value ", v[i], " is out of range [0, ", num_classes,
-             ")");
-    out[i * size_t(num_classes) + size_t(v[i])] = 1;
-  }
-  return from_vector(out, shape, {.dtype = DType::Int64, .device = indices.device()});
-}
-
-Tensor embedding(const Tensor& weight, const Tensor& indices) {
-  MT_CHECK(weight.dim() == 2, "embedding", "weight must be 2-D [num_embeddings, dim], got ", weight.shape_str());
-  checked_index("embedding", indices, weight.size(0), weight, 0);  // so errors name embedding
-  Shape shape = indices.sizes();
-  shape.push_back(weight.size(1));
-  return index_select(weight, 0, indices.reshape({-1})).reshape(shape);
 }
 
 }  // namespace mantissa

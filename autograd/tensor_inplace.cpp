@@ -67,19 +67,19 @@ Tensor add_plain(const Tensor& a, const Tensor& b) { return add(a, b); }
 
 }  // namespace
 
-Tensor& Tensor::add_(const Tensor& o, const Scalar& alpha) {
+Tensor& Tensor::add_(Key, const Tensor& o, const Scalar& alpha) {
   Tensor b = alpha.to_double() == 1.0 ? o : o * alpha;
   return binary_inplace("add_", *this, b, BinaryOp::Add, add_plain);
 }
-Tensor& Tensor::add_(const Scalar& s) { return add_(wrap_scalar(s, *this)); }
-Tensor& Tensor::sub_(const Tensor& o) { return add_(o, -1); }
-Tensor& Tensor::sub_(const Scalar& s) { return add_(wrap_scalar(s, *this), -1); }
-Tensor& Tensor::mul_(const Tensor& o) { return binary_inplace("mul_", *this, o, BinaryOp::Mul, mul); }
-Tensor& Tensor::mul_(const Scalar& s) { return mul_(wrap_scalar(s, *this)); }
-Tensor& Tensor::div_(const Tensor& o) { return binary_inplace("div_", *this, o, BinaryOp::Div, div); }
-Tensor& Tensor::div_(const Scalar& s) { return div_(wrap_scalar(s, *this)); }
+Tensor& Tensor::add_(Key, const Scalar& s) { return add_(wrap_scalar(s, *this)); }
+Tensor& Tensor::sub_(Key, const Tensor& o) { return add_(o, -1); }
+Tensor& Tensor::sub_(Key, const Scalar& s) { return add_(wrap_scalar(s, *this), -1); }
+Tensor& Tensor::mul_(Key, const Tensor& o) { return binary_inplace("mul_", *this, o, BinaryOp::Mul, mul); }
+Tensor& Tensor::mul_(Key, const Scalar& s) { return mul_(wrap_scalar(s, *this)); }
+Tensor& Tensor::div_(Key, const Tensor& o) { return binary_inplace("div_", *this, o, BinaryOp::Div, div); }
+Tensor& Tensor::div_(Key, const Scalar& s) { return div_(wrap_scalar(s, *this)); }
 
-Tensor& Tensor::clamp_(const Scalar& lo, const Scalar& hi) {
+Tensor& Tensor::clamp_(Key, const Scalar& lo, const Scalar& hi) {
   if (!needs_grad({*this})) {
     backend_for(device()).unary(UnaryOp::Clamp, *this, *this, lo.to_double(), hi.to_double());
     bump_version();
@@ -89,11 +89,11 @@ Tensor& Tensor::clamp_(const Scalar& lo, const Scalar& hi) {
   return assign_inplace("clamp_", *this, clamp(clone(), lo, hi));
 }
 
-Tensor& Tensor::masked_fill_(const Tensor& mask, const Scalar& value) {
+Tensor& Tensor::masked_fill_(Key, const Tensor& mask, const Scalar& value) {
   return assign_inplace("masked_fill_", *this, masked_fill(*this, mask, value));
 }
 
-Tensor& Tensor::fill_(const Scalar& value) {
+Tensor& Tensor::fill_(Key, const Scalar& value) {
   MT_CHECK(!(GradMode::is_enabled() && is_leaf() && requires_grad()), "fill_",
            "a leaf tensor that requires grad is being used in an in-place operation");
   backend_for(device()).fill(*this, value);
@@ -107,9 +107,9 @@ Tensor& Tensor::fill_(const Scalar& value) {
   return *this;
 }
 
-Tensor& Tensor::zero_() { return fill_(0); }
+Tensor& Tensor::zero_(Key) { return fill_(0); }
 
-Tensor& Tensor::copy_(const Tensor& src) {
+Tensor& Tensor::copy_(Key, const Tensor& src) {
   broadcast_shapes(sizes(), src.sizes(), "copy_");
   if (!needs_grad({src}) && !(GradMode::is_enabled() && requires_grad())) {
     Shape shape = broadcast_shapes(sizes(), src.sizes(), "copy_");

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/elementwise_math.h"
+#include "core/step_math.h"
 #include "core/tensor.h"
 
 namespace mantissa {

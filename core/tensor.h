@@ -25,6 +25,12 @@ class Tensor;
 namespace autograd {
 struct AutogradMeta;  // core/autograd_meta.h: grad, grad_fn, hooks
 struct Node;
+// Defined (empty) in autograd/tensor_methods.h; Tensor's autograd methods need it complete.
+struct Methods;
+template <class A>
+constexpr bool methods_included = requires {
+  sizeof(A);
+};
 }  // namespace autograd
 
 struct TensorImpl {
@@ -87,37 +93,99 @@ class Tensor {
   template <typename T>
   std::vector<T> to_vector() const;  // all values in row-major order, converted to T
 
+  // The methods below that take `class A` are defined by autograd/ (differentiable ops):
+  // they compile only where autograd/tensor_methods.h is included (every autograd, nn and
+  // optim header brings it through autograd/node.h), so a program on mantissa::core alone
+  // that calls x.sum() fails to compile, naming autograd/ops.h, instead of failing to link.
+
   // --- views and copies (differentiable) ---
-  Tensor view(const Shape& shape) const;
-  Tensor reshape(const Shape& shape) const;
-  Tensor permute(const Shape& dims) const;
-  Tensor transpose(int64_t d0, int64_t d1) const;
-  Tensor t() const;
-  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
-  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
-  Tensor select(int64_t dim, int64_t index) const;
-  Tensor expand(const Shape& shape) const;
-  Tensor expand_as(const Tensor& other) const { return expand(other.sizes()); }
-  Tensor squeeze() const;
-  Tensor squeeze(int64_t dim) const;
-  Tensor unsqueeze(int64_t dim) const;
-  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
-  Tensor contiguous() const;
-  Tensor clone() const;
-  Tensor to(DType dtype) const;
+  template <class A = autograd::Methods>
+  Tensor view(const Shape& shape) const {
+    return view(key<A>(), shape);
+  }
+  template <class A = autograd::Methods>
+  Tensor reshape(const Shape& shape) const {
+    return reshape(key<A>(), shape);
+  }
+  template <class A = autograd::Methods>
+  Tensor permute(const Shape& dims) const {
+    return permute(key<A>(), dims);
+  }
+  template <class A = autograd::Methods>
+  Tensor transpose(int64_t d0, int64_t d1) const {
+    return transpose(key<A>(), d0, d1);
+  }
+  template <class A = autograd::Methods>
+  Tensor t() const {
+    return t(key<A>());
+  }
+  template <class A = autograd::Methods>
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const {
+    return narrow(key<A>(), dim, start, length);
+  }
+  template <class A = autograd::Methods>
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const {
+    return slice(key<A>(), dim, start, end, step);
+  }
+  template <class A = autograd::Methods>
+  Tensor select(int64_t dim, int64_t index) const {
+    return select(key<A>(), dim, index);
+  }
+  template <class A = autograd::Methods>
+  Tensor expand(const Shape& shape) const {
+    return expand(key<A>(), shape);
+  }
+  template <class A = autograd::Methods>
+  Tensor expand_as(const Tensor& other) const {
+    return expand<A>(other.sizes());
+  }
+  template <class A = autograd::Methods>
+  Tensor squeeze() const {
+    return squeeze(key<A>());
+  }
+  template <class A = autograd::Methods>
+  Tensor squeeze(int64_t dim) const {
+    return squeeze(key<A>(), dim);
+  }
+  template <class A = autograd::Methods>
+  Tensor unsqueeze(int64_t dim) const {
+    return unsqueeze(key<A>(), dim);
+  }
+  template <class A = autograd::Methods>
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const {
+    return flatten(key<A>(), start_dim, end_dim);
+  }
+  template <class A = autograd::Methods>
+  Tensor contiguous() const {
+    return contiguous(key<A>());
+  }
+  template <class A = autograd::Methods>
+  Tensor clone() const {
+    return clone(key<A>());
+  }
+  template <class A = autograd::Methods>
+  Tensor to(DType dtype) const {
+    return to(key<A>(), dtype);
+  }
   // A copy on `device` (this tensor when already there). Synchronous with respect to the host
   // by default, as LibTorch's: once it returns, the source may be overwritten. With
   // non_blocking = true an upload from pinned memory (pin_memory()) only queues the DMA on the
   // device's current stream; kernels queued after it on that stream see the data, but the
   // source must not be refilled before the copy ran (the pinned allocator keeps a freed block
   // from being reused until then). Other copies ignore the flag.
-  Tensor to(Device device, bool non_blocking = false) const;
+  template <class A = autograd::Methods>
+  Tensor to(Device device, bool non_blocking = false) const {
+    return to(key<A>(), device, non_blocking);
+  }
   // A contiguous copy in page-locked host memory (this tensor if it already is one), so
   // that .to(Device::cuda(i), true) from it is an asynchronous DMA; without history. Without a
   // GPU there is no pinned memory and this is contiguous(). CPU tensors only.
   Tensor pin_memory() const;
   bool is_pinned() const;
-  Tensor detach() const;  // shares storage, no history
+  template <class A = autograd::Methods>
+  Tensor detach() const {
+    return detach(key<A>());
+  }  // shares storage, no history
 
   // --- autograd ---
   bool requires_grad() const;
@@ -127,44 +195,196 @@ class Tensor {
   void set_grad(const Tensor& g) const;
   std::shared_ptr<autograd::Node> grad_fn() const;
   // Backpropagates from this tensor; `gradient` seeds it (required unless this is a scalar).
-  void backward(const Tensor& gradient = {}, bool retain_graph = false, bool create_graph = false) const;
+  template <class A = autograd::Methods>
+  void backward(const Tensor& gradient = {}, bool retain_graph = false, bool create_graph = false) const {
+    return backward(key<A>(), gradient, retain_graph, create_graph);
+  }
   // Hook called with the gradient of this tensor; may return a replacement (or an undefined tensor).
-  void register_hook(std::function<Tensor(const Tensor&)> hook) const;
-  void retain_grad() const;  // keep .grad on a non-leaf
-
-  // --- reductions and common ops as methods (see ops.h for the full list) ---
-  Tensor sum() const;
-  Tensor sum(const Shape& dims, bool keepdim = false) const;
-  Tensor mean() const;
-  Tensor mean(const Shape& dims, bool keepdim = false) const;
-  Tensor max() const;
-  Tensor min() const;
-  Tensor argmax(int64_t dim, bool keepdim = false) const;
-  Tensor matmul(const Tensor& o) const;
-  Tensor pow(const Scalar& e) const;
-  Tensor exp() const;
-  Tensor log() const;
-  Tensor abs() const;
-  Tensor sqrt() const;
-  Tensor neg() const;
-  Tensor relu() const;
-
+  template <class A = autograd::Methods>
+  void register_hook(std::function<Tensor(const Tensor&)> hook) const {
+    return register_hook(key<A>(), std::move(hook));
+  }
+  template <class A = autograd::Methods>
+  void retain_grad() const {
+    return retain_grad(key<A>());
+  }
+  // --- reductions and common ops as methods (see autograd/ops.h for the full list) ---
+  template <class A = autograd::Methods>
+  Tensor sum() const {
+    return sum(key<A>());
+  }
+  template <class A = autograd::Methods>
+  Tensor sum(const Shape& dims, bool keepdim = false) const {
+    return sum(key<A>(), dims, keepdim);
+  }
+  template <class A = autograd::Methods>
+  Tensor mean() const {
+    return mean(key<A>());
+  }
+  template <class A = autograd::Methods>
+  Tensor mean(const Shape& dims, bool keepdim = false) const {
+    return mean(key<A>(), dims, keepdim);
+  }
+  template <class A = autograd::Methods>
+  Tensor max() const {
+    return max(key<A>());
+  }
+  template <class A = autograd::Methods>
+  Tensor min() const {
+    return min(key<A>());
+  }
+  template <class A = autograd::Methods>
+  Tensor argmax(int64_t dim, bool keepdim = false) const {
+    return argmax(key<A>(), dim, keepdim);
+  }
+  template <class A = autograd::Methods>
+  Tensor matmul(const Tensor& o) const {
+    return matmul(key<A>(), o);
+  }
+  template <class A = autograd::Methods>
+  Tensor pow(const Scalar& e) const {
+    return pow(key<A>(), e);
+  }
+  template <class A = autograd::Methods>
+  Tensor exp() const {
+    return exp(key<A>());
+  }
+  template <class A = autograd::Methods>
+  Tensor log() const {
+    return log(key<A>());
+  }
+  template <class A = autograd::Methods>
+  Tensor abs() const {
+    return abs(key<A>());
+  }
+  template <class A = autograd::Methods>
+  Tensor sqrt() const {
+    return sqrt(key<A>());
+  }
+  template <class A = autograd::Methods>
+  Tensor neg() const {
+    return neg(key<A>());
+  }
+  template <class A = autograd::Methods>
+  Tensor relu() const {
+    return relu(key<A>());
+  }
   // --- in-place (bump the version counter) ---
-  Tensor& add_(const Tensor& o, const Scalar& alpha = 1);
-  Tensor& add_(const Scalar& s);
-  Tensor& sub_(const Tensor& o);
-  Tensor& sub_(const Scalar& s);
-  Tensor& mul_(const Tensor& o);
-  Tensor& mul_(const Scalar& s);
-  Tensor& div_(const Tensor& o);
-  Tensor& div_(const Scalar& s);
-  Tensor& clamp_(const Scalar& lo, const Scalar& hi);
-  Tensor& masked_fill_(const Tensor& mask, const Scalar& value);
-  Tensor& zero_();
-  Tensor& fill_(const Scalar& value);
-  Tensor& copy_(const Tensor& src);  // broadcasts and converts dtype
+  template <class A = autograd::Methods>
+  Tensor& add_(const Tensor& o, const Scalar& alpha = 1) {
+    return add_(key<A>(), o, alpha);
+  }
+  template <class A = autograd::Methods>
+  Tensor& add_(const Scalar& s) {
+    return add_(key<A>(), s);
+  }
+  template <class A = autograd::Methods>
+  Tensor& sub_(const Tensor& o) {
+    return sub_(key<A>(), o);
+  }
+  template <class A = autograd::Methods>
+  Tensor& sub_(const Scalar& s) {
+    return sub_(key<A>(), s);
+  }
+  template <class A = autograd::Methods>
+  Tensor& mul_(const Tensor& o) {
+    return mul_(key<A>(), o);
+  }
+  template <class A = autograd::Methods>
+  Tensor& mul_(const Scalar& s) {
+    return mul_(key<A>(), s);
+  }
+  template <class A = autograd::Methods>
+  Tensor& div_(const Tensor& o) {
+    return div_(key<A>(), o);
+  }
+  template <class A = autograd::Methods>
+  Tensor& div_(const Scalar& s) {
+    return div_(key<A>(), s);
+  }
+  template <class A = autograd::Methods>
+  Tensor& clamp_(const Scalar& lo, const Scalar& hi) {
+    return clamp_(key<A>(), lo, hi);
+  }
+  template <class A = autograd::Methods>
+  Tensor& masked_fill_(const Tensor& mask, const Scalar& value) {
+    return masked_fill_(key<A>(), mask, value);
+  }
+  template <class A = autograd::Methods>
+  Tensor& zero_() {
+    return zero_(key<A>());
+  }
+  template <class A = autograd::Methods>
+  Tensor& fill_(const Scalar& value) {
+    return fill_(key<A>(), value);
+  }
+  template <class A = autograd::Methods>
+  Tensor& copy_(const Tensor& src) {
+    return copy_(key<A>(), src);
+  }  // broadcasts and converts dtype
 
  private:
+  // The definitions (autograd/), reached through the methods above: Key cannot be made from
+  // `{}` or 0, so x.sum({0}) or x.squeeze(0) never picks one of these.
+  struct Key {
+    explicit Key() = default;
+  };
+  template <class A>
+  static Key key() {
+    static_assert(autograd::methods_included<A>,
+                  "this Tensor method is an autograd op: include autograd/ops.h (or mantissa.h) and link "
+                  "mantissa::mantissa, not mantissa::core alone");
+    return Key{};
+  }
+  Tensor view(Key, const Shape& shape) const;
+  Tensor reshape(Key, const Shape& shape) const;
+  Tensor permute(Key, const Shape& dims) const;
+  Tensor transpose(Key, int64_t d0, int64_t d1) const;
+  Tensor t(Key) const;
+  Tensor narrow(Key, int64_t dim, int64_t start, int64_t length) const;
+  Tensor slice(Key, int64_t dim, int64_t start, int64_t end, int64_t step) const;
+  Tensor select(Key, int64_t dim, int64_t index) const;
+  Tensor expand(Key, const Shape& shape) const;
+  Tensor squeeze(Key) const;
+  Tensor squeeze(Key, int64_t dim) const;
+  Tensor unsqueeze(Key, int64_t dim) const;
+  Tensor flatten(Key, int64_t start_dim, int64_t end_dim) const;
+  Tensor contiguous(Key) const;
+  Tensor clone(Key) const;
+  Tensor to(Key, DType dtype) const;
+  Tensor to(Key, Device device, bool non_blocking) const;
+  Tensor detach(Key) const;
+  void backward(Key, const Tensor& gradient, bool retain_graph, bool create_graph) const;
+  void register_hook(Key, std::function<Tensor(const Tensor&)> hook) const;
+  void retain_grad(Key) const;
+  Tensor sum(Key) const;
+  Tensor sum(Key, const Shape& dims, bool keepdim) const;
+  Tensor mean(Key) const;
+  Tensor mean(Key, const Shape& dims, bool keepdim) const;
+  Tensor max(Key) const;
+  Tensor min(Key) const;
+  Tensor argmax(Key, int64_t dim, bool keepdim) const;
+  Tensor matmul(Key, const Tensor& o) const;
+  Tensor pow(Key, const Scalar& e) const;
+  Tensor exp(Key) const;
+  Tensor log(Key) const;
+  Tensor abs(Key) const;
+  Tensor sqrt(Key) const;
+  Tensor neg(Key) const;
+  Tensor relu(Key) const;
+  Tensor& add_(Key, const Tensor& o, const Scalar& alpha);
+  Tensor& add_(Key, const Scalar& s);
+  Tensor& sub_(Key, const Tensor& o);
+  Tensor& sub_(Key, const Scalar& s);
+  Tensor& mul_(Key, const Tensor& o);
+  Tensor& mul_(Key, const Scalar& s);
+  Tensor& div_(Key, const Tensor& o);
+  Tensor& div_(Key, const Scalar& s);
+  Tensor& clamp_(Key, const Scalar& lo, const Scalar& hi);
+  Tensor& masked_fill_(Key, const Tensor& mask, const Scalar& value);
+  Tensor& zero_(Key);
+  Tensor& fill_(Key, const Scalar& value);
+  Tensor& copy_(Key, const Tensor& src);
   std::shared_ptr<TensorImpl> impl_;
 };
 

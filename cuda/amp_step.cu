@@ -2,7 +2,7 @@
 // core/backend.h), without a host synchronisation anywhere in a training step.
 //
 // Design constraints:
-//  * the per-element math is core/elementwise_math.h's (SgdUpdateT / AdamUpdateT, built
+//  * the per-element math is core/step_math.h's (SgdUpdateT / AdamUpdateT, built
 //    per parameter by sgd_update_for / adam_update_for), exactly what the CPU row runs;
 //  * the found-inf flag, the loss scale and the step counts are device memory: the step
 //    kernel reads the flag and returns at once when it is set (params, moments, working
@@ -13,8 +13,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/elementwise_math.h"
 #include "core/multi_tensor_plan.h"
+#include "core/step_math.h"
 #include "cuda/kernels.h"
 #include "cuda/loops.cuh"
 

@@ -1,6 +1,6 @@
 // Gradient accumulation with the GradScaler's non-finite check fused in (docs/design.md §4): the
 // same functor as core/cpu/grad.cpp, and the flag stays on the device (no host sync).
-#include "core/elementwise_math.h"
+#include "core/step_math.h"
 #include "cuda/kernels.h"
 #include "cuda/loops.cuh"
 

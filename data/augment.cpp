@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "autograd/tensor_methods.h"
 #include "core/error.h"
 
 namespace mantissa::data {

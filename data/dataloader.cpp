@@ -14,6 +14,7 @@
 #endif
 
 #include "autograd/grad_mode.h"
+#include "autograd/tensor_methods.h"
 #include "core/error.h"
 #include "core/profiler.h"
 #include "cuda/cuda_api.h"

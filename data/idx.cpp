@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "autograd/tensor_methods.h"
 #include "core/error.h"
 #include "data/gz_reader.h"
 
@@ -154,7 +155,8 @@ Tensor read_idx(const std::string& path) {
   if (widen) {
     auto* o = out.data_ptr<int32_t>();
     if (type->size == 1) {
-      for (size_t i = 0; i < size_t(numel); ++i) o[i] = int8_t(staging[i]);
+      // int8 payload: the sign extension is the point.
+      for (size_t i = 0; i < size_t(numel); ++i) o[i] = int8_t(staging[i]);  // NOLINT(bugprone-signed-char-misuse)
     } else {
       for (size_t i = 0; i < size_t(numel); ++i) {
         int16_t v;

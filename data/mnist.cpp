@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "autograd/tensor_methods.h"
 #include "core/error.h"
 #include "data/idx.h"
 
@@ -19,7 +20,8 @@ constexpr const char* kInstallHint =
 // The first of "<prefix>-<kind>-<idx>", "<prefix>-<kind>.<idx>", each plain or .gz, that exists in `dir`.
 std::string find_file(const std::string& dir, const std::string& prefix, const std::string& kind,
                       const std::string& idx) {
-  for (const std::string& base : {prefix + "-" + kind + "-" + idx, prefix + "-" + kind + "." + idx})
+  const std::string bases[] = {prefix + "-" + kind + "-" + idx, prefix + "-" + kind + "." + idx};
+  for (const std::string& base : bases)
     for (const char* ext : {"", ".gz"}) {
       fs::path p = fs::path(dir) / (base + ext);
       std::error_code ec;

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "autograd/grad_mode.h"
+#include "autograd/tensor_methods.h"
 #include "core/error.h"
 
 namespace mantissa::dist {

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "autograd/tensor_methods.h"
 #include "core/backend.h"
 
 namespace mantissa::dist {

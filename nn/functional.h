@@ -52,7 +52,8 @@ Tensor flatten(const Tensor& x, int64_t start_dim = 1, int64_t end_dim = -1);
 // y = x W^T + b; x [..., in], weight [out, in], bias [out] or undefined -> [..., out].
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 // Rows of weight [num, dim] picked by integer `indices` of any shape -> [..., dim]. The row
-// padding_idx (negative counts from the end) gets no gradient.
+// padding_idx (negative counts from the end) gets no gradient. The one embedding op, in
+// PyTorch's argument order (F.embedding(input, weight, padding_idx)).
 Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt);
 // Zeroes each element with probability p and scales the rest by 1 / (1 - p) (training only;
 // the identity otherwise). Draws from the default generator (mt::manual_seed).

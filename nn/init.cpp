@@ -1,8 +1,10 @@
 #include "nn/init.h"
 
 #include <cmath>
+#include <utility>
 
 #include "autograd/grad_mode.h"
+#include "autograd/tensor_methods.h"
 #include "core/error.h"
 #include "core/random.h"
 
@@ -67,8 +69,8 @@ Tensor constant_(Tensor t, double value) {
   t.fill_(value);
   return t;
 }
-Tensor zeros_(Tensor t) { return constant_(t, 0); }
-Tensor ones_(Tensor t) { return constant_(t, 1); }
+Tensor zeros_(Tensor t) { return constant_(std::move(t), 0); }
+Tensor ones_(Tensor t) { return constant_(std::move(t), 1); }
 
 Tensor xavier_uniform_(Tensor t, double gain) {
   if (t.defined() && t.numel() == 0) return t;

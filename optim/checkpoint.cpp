@@ -53,9 +53,9 @@ StateDict optimizer_dict(const std::string& path, const SafeTensors& f) {
   return d;
 }
 
-// A deep copy of a module's state (so a failed load can be undone).
-nn::StateDict snapshot(const nn::Module& m) {
-  nn::StateDict s;
+// A deep copy of a model's state (so a failed load can be undone).
+StateDict snapshot(const ModelState& m) {
+  StateDict s;
   for (const auto& [k, t] : m.state_dict()) s.insert(k, t.clone());
   return s;
 }
@@ -63,11 +63,11 @@ nn::StateDict snapshot(const nn::Module& m) {
 }  // namespace
 
 void save_checkpoint(const std::string& path, const Checkpoint& parts, const CheckpointInfo& info) {
-  MT_CHECK(parts.model != nullptr, "save_checkpoint", "a model is required");
+  MT_CHECK(bool(parts.model), "save_checkpoint", "a model is required");
   std::map<std::string, Tensor> tensors;
   std::map<std::string, std::string> meta{
       {"format", kFormat}, {"epoch", std::to_string(info.epoch)}, {"rng", default_generator().get_state()}};
-  for (const auto& [k, t] : parts.model->state_dict()) tensors[k] = t;
+  for (const auto& [k, t] : parts.model.state_dict()) tensors[k] = t;
   if (parts.optimizer) {
     StateDict d = parts.optimizer->state_dict();
     for (const auto& [k, t] : d) tensors["optimizer." + k] = t;
@@ -86,7 +86,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& parts, const Che
 }
 
 CheckpointInfo load_checkpoint(const std::string& path, const Checkpoint& parts) {
-  MT_CHECK(parts.model != nullptr, "load_checkpoint", "a model is required");
+  MT_CHECK(bool(parts.model), "load_checkpoint", "a model is required");
   SafeTensors f = load_safetensors(path);
   auto meta_at = [&](const std::string& k) -> const std::string& {
     auto it = f.metadata.find(k);
@@ -110,21 +110,21 @@ CheckpointInfo load_checkpoint(const std::string& path, const Checkpoint& parts)
              meta_at("scheduler_type"), "' saved, '", parts.scheduler->name(), "' given");
   const std::string rng = meta_at("rng");
 
-  nn::StateDict model;
+  StateDict model;
   for (const auto& [k, t] : f.tensors)
     if (k.rfind("optimizer.", 0) != 0) model.insert(k, t);
 
   // Apply part by part; each part validates itself before changing. If a later part
   // fails, the earlier ones are rolled back from these snapshots.
   NoGradGuard no_grad;
-  nn::StateDict model_before = snapshot(*parts.model);
+  StateDict model_before = snapshot(parts.model);
   StateDict opt_before, sched_before, scaler_before;
   if (parts.optimizer) opt_before = parts.optimizer->state_dict();
   if (parts.scheduler) sched_before = parts.scheduler->state_dict();
   if (parts.scaler) scaler_before = parts.scaler->state_dict();
   int stage = 0;
   try {
-    parts.model->load_state_dict(model, parts.strict);
+    parts.model.load_state_dict(model, parts.strict);
     stage = 1;
     if (parts.optimizer) parts.optimizer->load_state_dict(optimizer_dict(path, f));
     stage = 2;
@@ -136,7 +136,7 @@ CheckpointInfo load_checkpoint(const std::string& path, const Checkpoint& parts)
     g.set_state(rng);
     default_generator() = g;
   } catch (const Error& e) {
-    if (stage >= 1) parts.model->load_state_dict(model_before, false);
+    if (stage >= 1) parts.model.load_state_dict(model_before, false);
     if (stage >= 2 && parts.optimizer) parts.optimizer->load_state_dict(opt_before);
     if (stage >= 3 && parts.scheduler) parts.scheduler->load_state_dict(sched_before);
     if (stage >= 4 && parts.scaler) parts.scaler->load_state_dict(scaler_before);

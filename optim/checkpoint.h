@@ -11,18 +11,49 @@
 // anything is wrong, restores whatever it had already applied before throwing
 // mantissa::Error: the model and optimizer are never left half-loaded.
 #pragma once
+#include <concepts>
+#include <cstddef>
+#include <functional>
 #include <map>
 #include <string>
 
 #include "amp/grad_scaler.h"
-#include "nn/module.h"
+#include "core/state_dict.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 
 namespace mantissa::optim {
 
+// The model of a checkpoint, held by its two state-dict calls: any nn::Module (or anything
+// with state_dict() and load_state_dict(dict, strict)) converts to it, so optim/ needs no
+// nn/ header (nn sits beside optim, not below it).
+template <class M>
+concept HasModelState = requires(M& m, const StateDict& dict, bool strict) {
+  { m.state_dict() } -> std::convertible_to<StateDict>;
+  m.load_state_dict(dict, strict);
+};
+
+class ModelState {
+ public:
+  ModelState() = default;
+  ModelState(std::nullptr_t) {}  // NOLINT(google-explicit-constructor): `.model = nullptr`
+  template <HasModelState M>
+  ModelState(M* m) {  // NOLINT(google-explicit-constructor): `.model = &net`, as a pointer would
+    if (m == nullptr) return;
+    save_ = [m] { return StateDict(m->state_dict()); };
+    load_ = [m](const StateDict& d, bool strict) { m->load_state_dict(d, strict); };
+  }
+  explicit operator bool() const { return bool(save_); }
+  StateDict state_dict() const { return save_(); }
+  void load_state_dict(const StateDict& dict, bool strict) const { load_(dict, strict); }
+
+ private:
+  std::function<StateDict()> save_;
+  std::function<void(const StateDict&, bool)> load_;
+};
+
 struct Checkpoint {
-  nn::Module* model = nullptr;  // required
+  ModelState model;  // required: &net
   Optimizer* optimizer = nullptr;
   LRScheduler* scheduler = nullptr;
   amp::GradScaler* scaler = nullptr;

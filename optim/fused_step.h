@@ -3,7 +3,7 @@
 // The element work is one dispatch-table entry, Backend::fused_optimizer_step (CPU:
 // core/cpu/amp_step.cpp; CUDA: cuda/amp_step.cu, one multi-tensor kernel per launch):
 //   g  = grad * inv_scale / scale             (the GradScaler's 1/S; 1 without one)
-//   f_t(w, g, state...)                       (the optimizer's functor, core/elementwise_math.h)
+//   f_t(w, g, state...)                       (the optimizer's functor, core/step_math.h)
 //   w16 = round(w)                            (only when the parameter has an AMP working copy)
 // Around it, this file does the host-side bookkeeping the kernels must not: a gradient of
 // another dtype is converted, strided masters / working copies go through contiguous

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "autograd/grad_mode.h"
+#include "autograd/tensor_methods.h"
 #include "core/error.h"
 #include "core/launch.h"
 #include "core/profiler.h"

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "core/elementwise_math.h"
 #include "core/state_dict.h"
+#include "core/step_math.h"
 #include "core/tensor.h"
 
 namespace mantissa::optim {

@@ -64,7 +64,7 @@ TEST(Errors, DtypeMismatch) {
   EXPECT_ERROR(f32({2}).masked_fill_(i64({1, 0}), 0), HasSubstr("masked_fill"), HasSubstr("int64"));
   EXPECT_ERROR(mt::index_select(f32({3}), 0, f32({1})), HasSubstr("index_select"), HasSubstr("float32"));
   EXPECT_ERROR(mt::one_hot(f32({1})), HasSubstr("one_hot"), HasSubstr("float32"));
-  EXPECT_ERROR(mt::embedding(f32({4, 2}), f32({1})), HasSubstr("embedding"), HasSubstr("float32"));
+  EXPECT_ERROR(mt::nn::functional::embedding(f32({1}), f32({4, 2})), HasSubstr("embedding"), HasSubstr("float32"));
   EXPECT_ERROR(-mt::from_vector<bool>({true}), HasSubstr("neg"), HasSubstr("bool"));
 }
 
@@ -101,8 +101,8 @@ TEST(Errors, IndexOutOfRange) {
   EXPECT_ERROR(mt::gather(x, 1, i64({0})), HasSubstr("gather"), HasSubstr("[3, 4]"), HasSubstr("[1]"));
   EXPECT_ERROR(mt::scatter_add(x, 0, mt::from_vector<int64_t>({3, 0, 0, 0}, {1, 4}), f32({1, 4})),
                HasSubstr("scatter_add"), HasSubstr("3"));
-  EXPECT_ERROR(mt::embedding(f32({5, 2}), i64({1, 5})), HasSubstr("embedding"), HasSubstr("5"));
-  EXPECT_ERROR(mt::embedding(f32({5, 2}), i64({-1})), HasSubstr("embedding"), HasSubstr("-1"));
+  EXPECT_ERROR(mt::nn::functional::embedding(i64({1, 5}), f32({5, 2})), HasSubstr("embedding"), HasSubstr("5"));
+  EXPECT_ERROR(mt::nn::functional::embedding(i64({-1}), f32({5, 2})), HasSubstr("embedding"), HasSubstr("-1"));
   EXPECT_ERROR(mt::one_hot(i64({0, 3}), 3), HasSubstr("one_hot"), HasSubstr("3"));
   EXPECT_ERROR(mt::one_hot(i64({-1}), 3), HasSubstr("one_hot"), HasSubstr("-1"));
 }

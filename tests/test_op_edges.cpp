@@ -600,6 +600,7 @@ const std::map<std::string, Op>& unary_ops() {
       {"gelu_tanh", [](auto& x) { return mt::gelu(x[0], "tanh"); }},
       {"silu", [](auto& x) { return mt::silu(x[0]); }},
       {"softplus", [](auto& x) { return mt::softplus(x[0], 1, 20); }},
+      {"mish", [](auto& x) { return mt::mish(x[0]); }},
       {"erf", [](auto& x) { return mt::erf(x[0]); }},
       {"reciprocal", [](auto& x) { return mt::reciprocal(x[0]); }},
       {"square", [](auto& x) { return mt::square(x[0]); }},

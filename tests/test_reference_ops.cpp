@@ -93,6 +93,7 @@ const std::map<std::string, OpFn>& op_table() {
     unary("sigmoid", mt::sigmoid);
     unary("relu", mt::relu);
     unary("silu", mt::silu);
+    unary("mish", mt::mish);
     unary("erf", mt::erf);
     unary("reciprocal", mt::reciprocal);
     unary("square", mt::square);
@@ -241,7 +242,9 @@ const std::map<std::string, OpFn>& op_table() {
       return Tensors{mt::scatter_add(in[0], geti(a, "dim"), in[1], in[2])};
     };
     t["one_hot"] = [](const Tensors& in, const json& a) { return Tensors{mt::one_hot(in[0], geti(a, "num_classes"))}; };
-    t["embedding"] = [](const Tensors& in, const json&) { return Tensors{mt::embedding(in[0], in[1])}; };
+    t["embedding"] = [](const Tensors& in, const json&) {
+      return Tensors{mt::nn::functional::embedding(in[1], in[0])};
+    };
 
     t["permute"] = [](const Tensors& in, const json& a) { return Tensors{in[0].permute(dims(a))}; };
     t["transpose"] = [](const Tensors& in, const json& a) {

@@ -16,7 +16,7 @@
 
 #include "amp/grad_scaler.h"
 #include "core/backend.h"
-#include "core/elementwise_math.h"
+#include "core/step_math.h"
 #include "gpu_test.h"
 #include "optim/adamw.h"
 #include "optim/sgd.h"

@@ -119,6 +119,7 @@ OPS = {
     "gelu": lambda x, a: F.gelu(x, approximate=a["approximate"]),
     "silu": lambda x, a: F.silu(x),
     "softplus": lambda x, a: F.softplus(x, beta=a["beta"], threshold=a["threshold"]),
+    "mish": lambda x, a: F.mish(x),
     "erf": lambda x, a: torch.erf(x),
     "reciprocal": lambda x, a: torch.reciprocal(x),
     "square": lambda x, a: torch.square(x),
@@ -509,6 +510,7 @@ def later_unary_cases():
     add_case(fam, "softplus", "softplus", [rnd(2, 4, lo=-4, hi=4)], {"beta": 1, "threshold": 20})
     # beta x beyond the threshold passes x through (value and gradient).
     add_case(fam, "softplus_beta_threshold", "softplus", [rnd(3, 4, lo=-3, hi=3)], {"beta": 2, "threshold": 1.5})
+    add_case(fam, "mish", "mish", [rnd(3, 4, lo=-5, hi=5)])
 
 
 def promotion_table():

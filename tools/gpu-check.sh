@@ -21,7 +21,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 # The plan: test binaries (each tests/<name>.cpp) and the memcheck cases (binary:filter).
-gpu_tests=(test_cuda test_cuda_amp test_cuda_transfer test_cuda_attention test_cuda_host_path test_profiler test_profile)
+gpu_tests=(test_cuda test_cuda_nn_list test_cuda_amp test_cuda_transfer test_cuda_attention test_cuda_host_path test_profiler
+  test_profile)
 memcheck_cases=("test_cuda_host_path:CudaFusedStep.*" "test_cuda_host_path:CudaStickyError.*")
 # Cases of test_cuda_host_path a GPU run must not skip (the 2-GPU one may).
 host_path_cases=(CudaFusedStep.LargeParameterAfterManySmallOnesMatchesCpu CudaHostSync.NoSynchronisationInAnFp16AmpGptStep

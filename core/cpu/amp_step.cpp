@@ -1,12 +1,12 @@
 // The CPU row of the fused optimizer step and the loss-scale update (contracts in
-// core/backend.h). The per-element math is core/elementwise_math.h's, shared with
+// core/backend.h). The per-element math is core/step_math.h's, shared with
 // cuda/amp_step.cu; on the CPU the flags are plain memory, so reading them is free.
 #include <array>
 #include <type_traits>
 
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
-#include "core/elementwise_math.h"
+#include "core/step_math.h"
 
 namespace mantissa::cpu {
 

@@ -1,7 +1,7 @@
 // Gradient accumulation into leaves, with the GradScaler's non-finite check fused in.
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
-#include "core/elementwise_math.h"
+#include "core/step_math.h"
 
 namespace mantissa::cpu {
 

@@ -1,0 +1,144 @@
+// Indexing: index_select, gather, scatter_add and one_hot, with their backward formulas.
+// Indices are checked to be in range before a kernel reads them (core/index_check.h: on a GPU
+// without a host synchronisation).
+#include <algorithm>
+#include <string>
+
+#include "amp/autocast.h"
+#include "autograd/op_helpers.h"
+#include "core/index_check.h"
+
+// Autocast categories of the ops defined here (amp/autocast_policy.h).
+MT_DECLARE_CAST_POLICY(scatter_add, Promote);
+
+namespace mantissa {
+
+using namespace detail;
+
+namespace {
+// An int64, contiguous copy of `index` whose values are checked to be in [0, n)
+// (core/index_check.h: on a GPU without a host synchronisation).
+Tensor checked_index(const char* op, const Tensor& index, int64_t n, const Tensor& x, int64_t dim) {
+  MT_CHECK(index.dtype() == DType::Int64 || index.dtype() == DType::Int32, op,
+           "index must be an int64 or int32 tensor, got ", dtype_name(index.dtype()));
+  Tensor idx = launch::contiguous(launch::cast(index, DType::Int64));
+  launch::check_index_range(op, "index", idx, n, nullptr,
+                            "dimension " + std::to_string(dim) + " of input shape " + x.shape_str());
+  return idx;
+}
+}  // namespace
+
+Tensor index_select(const Tensor& x, int64_t dim_in, const Tensor& index) {
+  MT_CHECK(index.dim() <= 1, "index_select", "index must be 0-D or 1-D, got shape ", index.shape_str());
+  launch::check_same_device("index_select", {x, index});
+  int64_t dim = wrap_dim(dim_in, x.dim(), "index_select");
+  Tensor idx = checked_index("index_select", index, x.dim() ? x.size(dim) : 1, x, dim).reshape({-1});
+  Shape shape = x.sizes();
+  if (x.dim()) shape[dim] = idx.numel();
+  Tensor y = make_tensor(shape, x.dtype(), x.device());
+  backend_for(x.device()).index_select(launch::contiguous(x), dim, idx, y);
+  if (needs_grad({x})) {
+    record("index_select", {x}, y, [shape = x.sizes(), dim, idx](const Tensor& g, auto&) {
+      // index_add into zeros: scatter_add with the index broadcast along the other dims.
+      Shape view(g.dim(), 1);
+      view[dim] = idx.numel();
+      Tensor full_idx = idx.reshape(view).expand(g.sizes()).contiguous();
+      return Grads{scatter_add(zeros(shape, {.dtype = g.dtype(), .device = g.device()}), dim, full_idx, g)};
+    });
+  }
+  return y;
+}
+
+namespace {
+// The view of t's leading corner with index's sizes in every dim but `dim` (-1: in every dim),
+// for the gather/scatter kernels, which walk their data with the index's sizes.
+Tensor index_corner(const Tensor& t, const Tensor& index, int64_t dim) {
+  Shape sizes = t.sizes();
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (d != dim) sizes[size_t(d)] = index.size(d);
+  return sizes == t.sizes() ? t : make_view(t, sizes, t.strides(), t.offset());
+}
+}  // namespace
+
+Tensor gather(const Tensor& x, int64_t dim_in, const Tensor& index) {
+  int64_t dim = wrap_dim(dim_in, x.dim(), "gather");
+  launch::check_same_device("gather", {x, index});
+  MT_CHECK(index.dim() == x.dim(), "gather", "index must have as many dims as the input: ", describe({x, index}));
+  for (int64_t d = 0; d < x.dim(); ++d)
+    MT_CHECK(d == dim || index.size(d) <= x.size(d), "gather",
+             "index must not be larger than the input except in dimension ", dim, ": ", describe({x, index}));
+  Tensor idx = checked_index("gather", index, x.size(dim), x, dim);
+  Tensor y = make_tensor(index.sizes(), x.dtype(), x.device());
+  // The kernel reads an input with the index's sizes outside dim: the leading corner of x.
+  if (y.numel() > 0) backend_for(x.device()).gather(launch::contiguous(index_corner(x, index, dim)), dim, idx, y);
+  if (needs_grad({x})) {
+    record("gather", {x}, y, [shape = x.sizes(), dim, idx](const Tensor& g, auto&) {
+      return Grads{scatter_add(zeros(shape, {.dtype = g.dtype(), .device = g.device()}), dim, idx, g)};
+    });
+  }
+  return y;
+}
+
+Tensor scatter_add(const Tensor& x0, int64_t dim_in, const Tensor& index, const Tensor& src0) {
+  auto in = amp::autocast_many(autocast_scatter_add, {x0, src0});
+  Tensor x = in[0], src = in[1].dtype() == in[0].dtype() ? in[1] : in[1].to(in[0].dtype());
+  int64_t dim = wrap_dim(dim_in, x.dim(), "scatter_add");
+  launch::check_same_device("scatter_add", {x, index, src});
+  MT_CHECK(index.dim() == x.dim() && src.dim() == x.dim(), "scatter_add",
+           "index and src must have as many dims as the input: ", describe({x, index, src}));
+  for (int64_t d = 0; d < x.dim(); ++d)
+    MT_CHECK(index.size(d) <= src.size(d) && (d == dim || index.size(d) <= x.size(d)), "scatter_add",
+             "index must not be larger than src, nor than the input except in dimension ", dim, ": ",
+             describe({x, index, src}));
+  Tensor idx = checked_index("scatter_add", index, x.size(dim), x, dim);
+  Tensor y = make_tensor(x.sizes(), x.dtype(), x.device());
+  backend_for(x.device()).copy(x, y);
+  if (idx.numel() > 0) {
+    // The kernel takes src and the output with the index's sizes (outside dim, for the output):
+    // a smaller index (PyTorch requires only <=) scatters into the leading corner of y.
+    Tensor src_used = launch::contiguous(index_corner(src, index, -1));
+    Tensor corner = index_corner(y, index, dim);
+    if (corner.sizes() == y.sizes()) {
+      backend_for(x.device()).scatter_add(y, dim, idx, src_used);
+    } else {
+      Tensor part = launch::contiguous(corner);  // an alias of y when the corner is contiguous
+      backend_for(x.device()).scatter_add(part, dim, idx, src_used);
+      if (!corner.is_contiguous()) backend_for(x.device()).copy(part, corner);
+    }
+  }
+  if (needs_grad({x, src})) {
+    record("scatter_add", {x, src}, y, [dim, idx, src_shape = src.sizes()](const Tensor& g, auto& need) {
+      Tensor gs;
+      if (need[1]) {
+        gs = gather(g, dim, idx);
+        if (gs.sizes() != src_shape)  // src positions the index does not reach get 0
+          gs = view_scatter(gs, src_shape, gs.sizes(), contiguous_strides(src_shape), 0);
+      }
+      return Grads{need[0] ? g : Tensor(), gs};
+    });
+  }
+  return y;
+}
+
+Tensor one_hot(const Tensor& indices, int64_t num_classes) {
+  MT_CHECK(indices.dtype() == DType::Int64 || indices.dtype() == DType::Int32, "one_hot",
+           "expects an integer tensor, got ", dtype_name(indices.dtype()));
+  std::vector<int64_t> v = indices.to_vector<int64_t>();
+  if (num_classes < 0) {
+    MT_CHECK(!v.empty(), "one_hot", "cannot infer the number of classes from an empty tensor ", indices.shape_str(),
+             " (pass num_classes)");
+    num_classes = 0;
+    for (int64_t i : v) num_classes = std::max(num_classes, i + 1);
+  }
+  Shape shape = indices.sizes();
+  shape.push_back(num_classes);
+  std::vector<int64_t> out(size_t(shape_numel(shape)), 0);
+  for (size_t i = 0; i < v.size(); ++i) {
+    MT_CHECK(v[i] >= 0 && v[i] < num_classes, "one_hot", "class value ", v[i], " is out of range [0, ", num_classes,
+             ")");
+    out[i * size_t(num_classes) + size_t(v[i])] = 1;
+  }
+  return from_vector(out, shape, {.dtype = DType::Int64, .device = indices.device()});
+}
+
+}  // namespace mantissa
