@@ -31,8 +31,8 @@ TEST(ConvExtra, Float64Gradcheck) {
   EXPECT_TRUE(mt::autograd::gradcheck(
       [](auto& in) { return F::conv_transpose1d(in[0], in[1], {}, {.stride = 2, .padding = 0, .output_padding = 1}); },
       {x1, wt1}));
-  EXPECT_TRUE(mt::autograd::gradcheck([](auto& in) { return F::avg_pool1d(in[0], 3, {.stride = 2, .padding = 1}); },
-                                      {x1}));
+  EXPECT_TRUE(
+      mt::autograd::gradcheck([](auto& in) { return F::avg_pool1d(in[0], 3, {.stride = 2, .padding = 1}); }, {x1}));
   EXPECT_TRUE(mt::autograd::gradcheck([](auto& in) { return F::adaptive_avg_pool1d(in[0], 3); }, {x1}));
 }
 
@@ -65,13 +65,26 @@ TEST(ConvExtra, AutocastRunsTheTransposedConvInTheLowPrecision) {
 
 TEST(ConvExtra, Errors) {
   Tensor w = mt::randn({4, 2, 3, 3});
-  EXPECT_THAT([&] { F::conv_transpose2d(mt::randn({1, 4, 5, 5}), w, {}, {.stride = 2, .output_padding = 2}); },
-              testing::ThrowsMessage<mt::Error>(HasSubstr("output_padding")));
-  EXPECT_THAT([&] { F::conv_transpose2d(mt::randn({1, 3, 5, 5}), w); },
-              testing::ThrowsMessage<mt::Error>(HasSubstr("channels in dim 0")));
-  EXPECT_THAT([&] { F::conv_transpose2d(mt::randn({1, 4, 5, 5}), w, mt::randn({3})); },
-              testing::ThrowsMessage<mt::Error>(HasSubstr("bias must have shape [2]")));
-  EXPECT_THAT([] { F::conv1d(mt::randn({2, 3, 4, 5}), mt::randn({2, 3, 1})); },
-              testing::ThrowsMessage<mt::Error>(HasSubstr("[N, C, L]")));
-  EXPECT_THAT([] { nn::ConvTranspose2d(3, 4, 2, {.groups = 2}); }, testing::ThrowsMessage<mt::Error>(HasSubstr("groups")));
+  EXPECT_THAT(
+      [&] {
+        F::conv_transpose2d(mt::randn({1, 4, 5, 5}), w, {}, {.stride = 2, .output_padding = 2});
+      },
+      testing::ThrowsMessage<mt::Error>(HasSubstr("output_padding")));
+  EXPECT_THAT(
+      [&] {
+        F::conv_transpose2d(mt::randn({1, 3, 5, 5}), w);
+      },
+      testing::ThrowsMessage<mt::Error>(HasSubstr("channels in dim 0")));
+  EXPECT_THAT(
+      [&] {
+        F::conv_transpose2d(mt::randn({1, 4, 5, 5}), w, mt::randn({3}));
+      },
+      testing::ThrowsMessage<mt::Error>(HasSubstr("bias must have shape [2]")));
+  EXPECT_THAT(
+      [] {
+        F::conv1d(mt::randn({2, 3, 4, 5}), mt::randn({2, 3, 1}));
+      },
+      testing::ThrowsMessage<mt::Error>(HasSubstr("[N, C, L]")));
+  EXPECT_THAT([] { nn::ConvTranspose2d(3, 4, 2, {.groups = 2}); },
+              testing::ThrowsMessage<mt::Error>(HasSubstr("groups")));
 }
