@@ -215,12 +215,15 @@ void export_function(const TracedFn& fn, nn::Module* module, const std::vector<T
              "dynamic_batch needs inputs of one non-zero batch size, input ", i, " has shape ", inputs[i].shape_str());
   }
 
+  // A batch of 1 is traced as 2 (the first row twice): at size 1 the batch dim cannot be told
+  // from the other size-1 dims, and a Reshape target would hold that 1.
+  const std::vector<Tensor> traced = options.dynamic_batch && inputs[0].size(0) == 1 ? one_more_row(inputs) : inputs;
   Graph g(options.graph_name);
-  const std::unordered_map<std::string, Tensor> initializers = trace_into(g, fn, module, inputs, options);
+  const std::unordered_map<std::string, Tensor> initializers = trace_into(g, fn, module, traced, options);
   if (options.dynamic_batch) {
     Graph wider(options.graph_name);
-    trace_into(wider, fn, module, one_more_row(inputs), options);
-    make_batch_constants_symbolic(g, wider, inputs[0].size(0), name_at(options.input_names, 0, "input"));
+    trace_into(wider, fn, module, one_more_row(traced), options);
+    make_batch_constants_symbolic(g, wider, traced[0].size(0), name_at(options.input_names, 0, "input"));
   }
   if (options.dtype != DType::Float32) store_weights_in_half(g, initializers);
 
