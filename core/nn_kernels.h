@@ -116,7 +116,22 @@ struct AttentionGeometry {
   /* Embedding backward: gweight [num, D] (T, overwritten) row r = the sum of the rows n of grad [N, D] (T) with */   \
   /* index[n] == r (index int64 [N]), in acc in increasing n, rounded once (deterministic); 0 for rows without */     \
   /* tokens, for row padding_idx (when >= 0) and for out-of-range index values (skipped). */                          \
-  X(embedding_backward, (const Tensor& grad, const Tensor& index, const Tensor& gweight, int64_t padding_idx))
+  X(embedding_backward, (const Tensor& grad, const Tensor& index, const Tensor& gweight, int64_t padding_idx))        \
+  /* Fused LSTM cell (core/rnn_cell_math.h), gate order i, f, g, o: gates_x, gates_h [N, 4H] the input and */         \
+  /* hidden GEMMs' pre-activations (summed here), c [N, H]; writes h_out, c_out [N, H] and act [N, 4H] (the */        \
+  /* activated gates, for backward). All contiguous, one floating dtype T, math in acc. */                            \
+  X(lstm_cell, (const Tensor& gates_x, const Tensor& gates_h, const Tensor& c, const Tensor& h_out,                   \
+                const Tensor& c_out, const Tensor& act))                                                              \
+  /* gh, gc [N, H] the gradients of h_out and c_out; writes ggates [N, 4H] (of both pre-activation halves) and */     \
+  /* gc_prev [N, H] (of c). */                                                                                        \
+  X(lstm_cell_backward, (const Tensor& gh, const Tensor& gc, const Tensor& c, const Tensor& c_out, const Tensor& act, \
+                         const Tensor& ggates, const Tensor& gc_prev))                                                \
+  /* Fused GRU cell, gate order r, z, n: gates_x, gates_h [N, 3H] (gates_h with b_hh: n = tanh(x_n + r h_n)), */      \
+  /* h [N, H]; writes h_out [N, H] and ws [N, 4H] (r, z, n, h_n for backward). Contiguous, one dtype T. */            \
+  X(gru_cell, (const Tensor& gates_x, const Tensor& gates_h, const Tensor& h, const Tensor& h_out, const Tensor& ws)) \
+  /* gh [N, H] the gradient of h_out; writes ggates_x, ggates_h [N, 3H] and gh_prev [N, H] (h's direct part). */      \
+  X(gru_cell_backward, (const Tensor& gh, const Tensor& h, const Tensor& ws, const Tensor& ggates_x,                  \
+                        const Tensor& ggates_h, const Tensor& gh_prev))
 
 #define MT_NN_FIELD(name, params) void(*name) params;
 #define MT_NN_DECLARATION(name, params) void name params;

@@ -466,6 +466,23 @@ std::vector<TableCase> table_cases() {
          return mt::stack({h, f});
        }},
       {"where", [=] { return mt::where(f > 1.0, h, f); }},
+      // recurrent cells (tests/test_rnn.cpp has their values)
+      {"lstm_cell",
+       [=] {
+         return F::lstm_cell(f, mt::zeros({4, 2}), mt::zeros({4, 2}), mt::randn({8, 6}), mt::randn({8, 2})).first;
+       }},
+      {"gru_cell",
+       [=] {
+         return F::gru_cell(f, mt::zeros({4, 2}), mt::randn({6, 6}), mt::randn({6, 2}));
+       }},
+      {"rnn_tanh_cell",
+       [=] {
+         return F::rnn_tanh_cell(f, mt::zeros({4, 2}), mt::randn({2, 6}), mt::randn({2, 2}));
+       }},
+      {"rnn_relu_cell",
+       [=] {
+         return F::rnn_relu_cell(f, mt::zeros({4, 2}), mt::randn({2, 6}), mt::randn({2, 2}));
+       }},
       {"scatter_add",
        [=] {
          return mt::scatter_add(f, 1, mt::zeros({4, 6}, {.dtype = mt::kInt64}), h);

@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/nn_kernels.h"
@@ -119,6 +120,27 @@ Case embedding_case() {  // repeated rows: the backward sums them
           [](const auto& in) { return F::embedding(in[0], in[1]); }};
 }
 
+// Two LSTM / GRU steps (the second reads the first's states), h' and c' joined.
+Case lstm_case() {
+  return {[] {
+            return std::vector<Tensor>{leaf({2, 3, 12}), leaf({2, 3, 12}), leaf({3, 3})};
+          },
+          [](const std::vector<Tensor>& in) {
+            auto [h, c] = F::lstm_cell_gates(in[0].select(0, 0), in[1].select(0, 0), in[2]);
+            std::tie(h, c) = F::lstm_cell_gates(in[0].select(0, 1), in[1].select(0, 1) + mt::cat({h, h, h, h}, 1), c);
+            return mt::cat({h, c});
+          }};
+}
+Case gru_case() {
+  return {[] {
+            return std::vector<Tensor>{leaf({2, 3, 9}), leaf({2, 3, 9}), leaf({3, 3})};
+          },
+          [](const std::vector<Tensor>& in) {
+            Tensor h = F::gru_cell_gates(in[0].select(0, 0), in[1].select(0, 0), in[2]);
+            return F::gru_cell_gates(in[0].select(0, 1), in[1].select(0, 1) + mt::cat({h, h, h}, 1), h);
+          }};
+}
+
 // The case of each kernel; a forward kernel and its backward share their op's case.
 const std::map<std::string, Case>& cases() {
   static const std::map<std::string, Case> c = {
@@ -144,6 +166,10 @@ const std::map<std::string, Case>& cases() {
       {"softmax_backward", softmax_case()},
       {"triangle", triangle_case()},
       {"embedding_backward", embedding_case()},
+      {"lstm_cell", lstm_case()},
+      {"lstm_cell_backward", lstm_case()},
+      {"gru_cell", gru_case()},
+      {"gru_cell_backward", gru_case()},
   };
   return c;
 }
