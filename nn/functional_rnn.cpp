@@ -167,4 +167,159 @@ Tensor rnn_relu_cell(const Tensor& x, const Tensor& h, const Tensor& w_ih, const
   return rnn_cell(autocast_rnn_relu_cell, false, x, h, w_ih, w_hh, b_ih, b_hh);
 }
 
+namespace {
+
+const amp::OpPolicy& cell_policy(RecurrentCell cell) {
+  switch (cell) {
+    case RecurrentCell::Tanh:
+      return autocast_rnn_tanh_cell;
+    case RecurrentCell::Relu:
+      return autocast_rnn_relu_cell;
+    case RecurrentCell::Lstm:
+      return autocast_lstm_cell;
+    case RecurrentCell::Gru:
+      break;
+  }
+  return autocast_gru_cell;
+}
+
+int64_t gate_count(RecurrentCell cell) { return cell == RecurrentCell::Lstm ? 4 : cell == RecurrentCell::Gru ? 3 : 1; }
+
+// What the sequence's forward keeps for backward, in processing order s (t = s, or T-1-s
+// reversed): the states before and after each step and the cell's workspace.
+struct SequenceSaved {
+  Tensor hs;    // [T + 1, N, H]: hs[s] the hidden state before step s (hs[0] = h0)
+  Tensor cs;    // LSTM: [T + 1, N, H], the cell states likewise
+  Tensor work;  // LSTM: act [T, N, 4H]; GRU: ws [T, N, 4H]; RNN: undefined (h is enough)
+};
+
+}  // namespace
+
+RecurrentLayerOutput recurrent_layer(RecurrentCell cell, const Tensor& gx0, const Tensor& w0, const Tensor& b0,
+                                     const Tensor& h00, const Tensor& c00, bool reverse) {
+  const amp::OpPolicy& policy = cell_policy(cell);
+  const char* op = policy.name();
+  auto in = amp::autocast_many(policy, {gx0, w0, b0, h00, c00});
+  const Tensor &gx = in[0], &w = in[1], &b = in[2], &h0 = in[3], &c0 = in[4];
+  const int64_t G = gate_count(cell);
+  MT_CHECK(gx.defined() && w.defined() && h0.defined() && gx.dim() == 3 && w.dim() == 2 && h0.dim() == 2, op,
+           "expected gates_x [T, N, G H], w_hh [G H, H] and h0 [N, H], got ", describe({gx, w, h0}));
+  const int64_t T = gx.size(0), N = gx.size(1), H = h0.size(1);
+  MT_CHECK(w.size(0) == G * H && w.size(1) == H && gx.size(2) == G * H && h0.size(0) == N &&
+               (!b.defined() || b.sizes() == Shape{G * H}),
+           op, "expected gates_x [T, N, ", G * H, "], w_hh [", G * H, ", ", H, "], b_hh [", G * H, "], h0 [", N, ", ",
+           H, "], got ", describe({gx, w, b, h0}));
+  MT_CHECK((cell == RecurrentCell::Lstm) == c0.defined() && (!c0.defined() || c0.sizes() == h0.sizes()), op,
+           "the LSTM takes a cell state c0 [N, H] (and only it), got ", describe({c0}));
+  for (const Tensor& t : {w, b, h0, c0})
+    MT_CHECK(!t.defined() || t.dtype() == gx.dtype(), op, "expected one floating dtype, got ",
+             describe({gx, w, b, h0, c0}));
+  MT_CHECK(is_floating(gx.dtype()), op, "expected a floating-point input, got ", describe({gx}));
+  launch::check_same_device(op, {gx, w, b, h0, c0});
+  auto row = [&](int64_t s) { return reverse ? T - 1 - s : s; };
+
+  SequenceSaved sv;
+  Tensor out = make_tensor({T, N, H}, gx.dtype(), gx.device());
+  {
+    NoGradGuard no_grad;
+    const Tensor gxc = launch::contiguous(gx);
+    sv.hs = make_tensor({T + 1, N, H}, gx.dtype(), gx.device());
+    sv.hs.select(0, 0).copy_(h0);
+    if (cell == RecurrentCell::Lstm) {
+      sv.cs = make_tensor({T + 1, N, H}, gx.dtype(), gx.device());
+      sv.cs.select(0, 0).copy_(c0);
+    }
+    if (cell == RecurrentCell::Lstm || cell == RecurrentCell::Gru)
+      sv.work = make_tensor({T, N, 4 * H}, gx.dtype(), gx.device());
+    for (int64_t s = 0; s < T; ++s) {
+      const Tensor x_t = gxc.select(0, row(s)), h = sv.hs.select(0, s);
+      Tensor h_next = sv.hs.select(0, s + 1);
+      const Tensor gh = linear(h, w, b);  // [N, G H]
+      switch (cell) {
+        case RecurrentCell::Lstm:
+          kernel(gx, op, &NnKernels::lstm_cell)(x_t, gh, sv.cs.select(0, s), h_next, sv.cs.select(0, s + 1),
+                                                sv.work.select(0, s));
+          break;
+        case RecurrentCell::Gru:
+          kernel(gx, op, &NnKernels::gru_cell)(x_t, gh, h, h_next, sv.work.select(0, s));
+          break;
+        case RecurrentCell::Tanh:
+          h_next.copy_(tanh(x_t + gh));
+          break;
+        case RecurrentCell::Relu:
+          h_next.copy_(relu(x_t + gh));
+          break;
+      }
+      out.select(0, row(s)).copy_(h_next);
+    }
+  }
+  // One node for all outputs: packed = [output rows, h_n, c_n], returned as views.
+  const int64_t rows = T + 1 + (cell == RecurrentCell::Lstm ? 1 : 0);
+  Tensor packed = make_tensor({rows, N, H}, gx.dtype(), gx.device());
+  {
+    NoGradGuard no_grad;
+    packed.narrow(0, 0, T).copy_(out);
+    packed.select(0, T).copy_(sv.hs.select(0, T));
+    if (cell == RecurrentCell::Lstm) packed.select(0, T + 1).copy_(sv.cs.select(0, T));
+  }
+  if (needs_grad({gx, w, b, h0, c0})) {
+    record(
+        op, {gx, w, b, h0, c0}, packed,
+        [cell, op, reverse, T, N, H, G, sv, sw = SavedTensor(w)](const Tensor& g0, const std::vector<bool>& need) {
+          MT_CHECK(!GradMode::is_enabled(), op,
+                   "double backward through a whole recurrent layer is not supported; step its cells "
+                   "(F::lstm_cell, F::gru_cell, ...) for a graph of the backward");
+          const Tensor g = launch::contiguous(g0), w = sw.unpack();
+          auto row = [&](int64_t s) { return reverse ? T - 1 - s : s; };
+          // Per step s (processing order): the pre-activations' gradient of the input half
+          // (ggx) and of the hidden half (ggh; the same tensor but for the GRU).
+          Tensor ggx = make_tensor({T, N, G * H}, g.dtype(), g.device());
+          Tensor ggh = cell == RecurrentCell::Gru ? make_tensor({T, N, G * H}, g.dtype(), g.device()) : ggx;
+          Tensor gh = g.select(0, T).clone();  // of the state after the last step
+          Tensor gc = cell == RecurrentCell::Lstm ? g.select(0, T + 1).clone() : Tensor();
+          for (int64_t s = T - 1; s >= 0; --s) {
+            const Tensor gh_total = gh + g.select(0, row(s));  // from the output and from step s + 1
+            Tensor gx_s = ggx.select(0, s), gh_s = ggh.select(0, s);
+            switch (cell) {
+              case RecurrentCell::Lstm: {
+                Tensor gc_prev = make_tensor({N, H}, g.dtype(), g.device());
+                kernel(g, op, &NnKernels::lstm_cell_backward)(gh_total, gc, sv.cs.select(0, s), sv.cs.select(0, s + 1),
+                                                              sv.work.select(0, s), gx_s, gc_prev);
+                gc = gc_prev;
+                gh = matmul(gh_s, w);
+                break;
+              }
+              case RecurrentCell::Gru: {
+                Tensor direct = make_tensor({N, H}, g.dtype(), g.device());
+                kernel(g, op, &NnKernels::gru_cell_backward)(gh_total, sv.hs.select(0, s), sv.work.select(0, s), gx_s,
+                                                             gh_s, direct);
+                gh = direct + matmul(gh_s, w);
+                break;
+              }
+              case RecurrentCell::Tanh:
+              case RecurrentCell::Relu: {
+                const Tensor h = sv.hs.select(0, s + 1);
+                gx_s.copy_(cell == RecurrentCell::Tanh ? gh_total * (1.0 - h * h) : gh_total * (h > 0.0).to(h.dtype()));
+                gh = matmul(gh_s, w);
+                break;
+              }
+            }
+          }
+          Tensor g_gates = ggx;  // in time order
+          if (reverse && need[0]) {
+            g_gates = make_tensor(ggx.sizes(), ggx.dtype(), ggx.device());
+            for (int64_t s = 0; s < T; ++s) g_gates.select(0, row(s)).copy_(ggx.select(0, s));
+          }
+          // The hidden weight and bias over all steps at once: ggh^T [G H, T N] x hs [T N, H].
+          const Tensor ggh2 = ggh.reshape({T * N, G * H});
+          Tensor gw = need[1] ? matmul(ggh2.t(), sv.hs.narrow(0, 0, T).reshape({T * N, H})) : Tensor();
+          Tensor gb = need[2] ? sum(ggh2, {0}) : Tensor();
+          return Grads{g_gates, gw, gb, gh, gc};
+        });
+  }
+  RecurrentLayerOutput r{packed.narrow(0, 0, T), packed.select(0, T),
+                         cell == RecurrentCell::Lstm ? packed.select(0, T + 1) : Tensor()};
+  return r;
+}
+
 }  // namespace mantissa::nn::functional

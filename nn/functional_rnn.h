@@ -29,4 +29,20 @@ Tensor rnn_relu_cell(const Tensor& x, const Tensor& h, const Tensor& w_ih, const
 std::pair<Tensor, Tensor> lstm_cell_gates(const Tensor& gates_x, const Tensor& gates_h, const Tensor& c);
 Tensor gru_cell_gates(const Tensor& gates_x, const Tensor& gates_h, const Tensor& h);
 
+// One layer and direction of nn::RNN/LSTM/GRU over a whole sequence, as one autograd node
+// whose backward runs backpropagation through time in one pass (as cuDNN's RNN does): per
+// step one hidden GEMM and the cell kernel forward, the fused cell backward and one GEMM
+// back, and the hidden weight's gradient as one GEMM over all steps. Per-step cells recorded
+// one by one would cost a gradient of the whole gates_x per step (quadratic in T).
+// gates_x [T, N, G H] = x w_ih^T + b_ih for all steps; w_hh [G H, H]; b_hh [G H] or
+// undefined; h0, c0 [N, H] (c0: LSTM only). reverse runs t = T-1 .. 0. Returns output
+// [T, N, H] (h_t at row t) and the final states h_n, c_n [N, H]. Double backward is not
+// supported here (the cells above support it).
+enum class RecurrentCell { Tanh, Relu, Lstm, Gru };
+struct RecurrentLayerOutput {
+  Tensor output, h_n, c_n;
+};
+RecurrentLayerOutput recurrent_layer(RecurrentCell cell, const Tensor& gates_x, const Tensor& w_hh, const Tensor& b_hh,
+                                     const Tensor& h0, const Tensor& c0, bool reverse);
+
 }  // namespace mantissa::nn::functional

@@ -30,7 +30,8 @@ void init_uniform(const std::vector<Tensor>& ps, int64_t hidden) {
 
 }  // namespace
 
-RNNBase::RNNBase(Cell cell, const char* type, const RNNOptions& o) : options(o), cell_(cell), type_(type) {
+RNNBase::RNNBase(functional::RecurrentCell cell, const char* type, const RNNOptions& o)
+    : options(o), cell_(cell), type_(type) {
   MT_CHECK(o.input_size > 0 && o.hidden_size > 0 && o.num_layers > 0, type,
            "input_size, hidden_size and num_layers must be positive, got ", o.input_size, ", ", o.hidden_size, ", ",
            o.num_layers);
@@ -51,6 +52,8 @@ RNNBase::RNNBase(Cell cell, const char* type, const RNNOptions& o) : options(o),
   reset_parameters();
 }
 
+int64_t RNNBase::gates() const { return cell_ == F::RecurrentCell::Lstm ? 4 : cell_ == F::RecurrentCell::Gru ? 3 : 1; }
+
 std::vector<Tensor> RNNBase::layer_parameters(int64_t layer, int64_t dir) const {
   const std::string s = layer_suffix(layer, dir);
   auto named = named_parameters();
@@ -67,7 +70,7 @@ void RNNBase::reset_parameters() { init_uniform(parameters(), options.hidden_siz
 std::string RNNBase::extra_repr() const {
   std::string s = mantissa::detail::concat(options.input_size, ", ", options.hidden_size);
   if (options.num_layers != 1) s += mantissa::detail::concat(", num_layers=", options.num_layers);
-  if (cell_ == Cell::Relu) s += ", nonlinearity='relu'";
+  if (cell_ == F::RecurrentCell::Relu) s += ", nonlinearity='relu'";
   if (!options.bias) s += ", bias=false";
   if (options.batch_first) s += ", batch_first=true";
   if (options.dropout != 0) s += mantissa::detail::concat(", dropout=", options.dropout);
@@ -83,7 +86,7 @@ RNNOutput RNNBase::forward_with_state(const Tensor& x0, const Tensor& h0, const 
   MT_CHECK(is_floating(x0.dtype()), type_, "expected a floating-point input, got ", dtype_name(x0.dtype()));
   MT_CHECK(x0.size(x0.dim() - 1) == o.input_size, type_, "input_size is ", o.input_size, ", got an input ",
            x0.shape_str());
-  MT_CHECK(cell_ == Cell::Lstm || !c0.defined(), type_, "only the LSTM has a cell state c0");
+  MT_CHECK(cell_ == F::RecurrentCell::Lstm || !c0.defined(), type_, "only the LSTM has a cell state c0");
   const bool unbatched = x0.dim() == 2;
   Tensor x = unbatched ? x0.unsqueeze(1) : o.batch_first ? x0.transpose(0, 1) : x0;  // [T, N, in]
   const int64_t T = x.size(0), N = x.size(1), H = o.hidden_size, D = o.bidirectional ? 2 : 1, L = o.num_layers;
@@ -95,7 +98,7 @@ RNNOutput RNNBase::forward_with_state(const Tensor& x0, const Tensor& h0, const 
              x0.shape_str(), ", got ", s.shape_str());
     return unbatched ? s.unsqueeze(1) : s;
   };
-  const Tensor h_init = state(h0, "h0"), c_init = cell_ == Cell::Lstm ? state(c0, "c0") : Tensor();
+  const Tensor h_init = state(h0, "h0"), c_init = cell_ == F::RecurrentCell::Lstm ? state(c0, "c0") : Tensor();
 
   std::vector<Tensor> h_n, c_n;
   Tensor input = x;
@@ -104,30 +107,12 @@ RNNOutput RNNBase::forward_with_state(const Tensor& x0, const Tensor& h0, const 
     for (int64_t d = 0; d < D; ++d) {
       const std::vector<Tensor> p = layer_parameters(l, d);
       const Tensor gates_x = F::linear(input, p[0], p[2]);  // [T, N, G H]: one GEMM for all steps
-      Tensor h = h_init.select(0, l * D + d), c = c_init.defined() ? c_init.select(0, l * D + d) : Tensor();
-      std::vector<Tensor> hs(static_cast<size_t>(T));
-      for (int64_t s = 0; s < T; ++s) {
-        const int64_t t = d == 0 ? s : T - 1 - s;
-        const Tensor gx = gates_x.select(0, t), gh = F::linear(h, p[1], p[3]);
-        switch (cell_) {
-          case Cell::Lstm:
-            std::tie(h, c) = F::lstm_cell_gates(gx, gh, c);
-            break;
-          case Cell::Gru:
-            h = F::gru_cell_gates(gx, gh, h);
-            break;
-          case Cell::Tanh:
-            h = tanh(gx + gh);
-            break;
-          case Cell::Relu:
-            h = relu(gx + gh);
-            break;
-        }
-        hs[size_t(t)] = h;
-      }
-      outs.push_back(stack(hs, 0));  // [T, N, H]
-      h_n.push_back(h);
-      if (c.defined()) c_n.push_back(c);
+      const int64_t k = l * D + d;
+      auto r = F::recurrent_layer(cell_, gates_x, p[1], p[3], h_init.select(0, k),
+                                  c_init.defined() ? c_init.select(0, k) : Tensor(), d == 1);
+      outs.push_back(r.output);  // [T, N, H]
+      h_n.push_back(r.h_n);
+      if (r.c_n.defined()) c_n.push_back(r.c_n);
     }
     input = D == 1 ? outs[0] : cat(outs, 2);
     if (o.dropout > 0 && l + 1 < L) input = F::dropout(input, o.dropout, is_training());
@@ -152,9 +137,10 @@ RNNOptions checked_nonlinearity(const RNNOptions& o) {
 }  // namespace
 
 RNN::RNN(const RNNOptions& o)
-    : RNNBase(checked_nonlinearity(o).nonlinearity == "relu" ? Cell::Relu : Cell::Tanh, "RNN", o) {}
-LSTM::LSTM(const RNNOptions& o) : RNNBase(Cell::Lstm, "LSTM", o) {}
-GRU::GRU(const RNNOptions& o) : RNNBase(Cell::Gru, "GRU", o) {}
+    : RNNBase(checked_nonlinearity(o).nonlinearity == "relu" ? F::RecurrentCell::Relu : F::RecurrentCell::Tanh, "RNN",
+              o) {}
+LSTM::LSTM(const RNNOptions& o) : RNNBase(F::RecurrentCell::Lstm, "LSTM", o) {}
+GRU::GRU(const RNNOptions& o) : RNNBase(F::RecurrentCell::Gru, "GRU", o) {}
 
 // --- cells ---
 

@@ -4,7 +4,8 @@
 // interchange: weight_ih_l{k}[_reverse] [G H, in], weight_hh_l{k}[_reverse] [G H, H],
 // bias_ih_l{k}[_reverse], bias_hh_l{k}[_reverse] [G H], G = 4 (LSTM: i, f, g, o), 3 (GRU:
 // r, z, n), 1 (RNN). Each layer and direction runs its input GEMM once for the whole sequence,
-// then per step one hidden GEMM and one fused cell kernel (nn/functional_rnn.h).
+// as one autograd node per layer and direction (F::recurrent_layer, nn/functional_rnn.h): per
+// step one hidden GEMM and one fused cell kernel, and backpropagation through time in one pass.
 //
 //   mt::nn::LSTM lstm({.input_size = 32, .hidden_size = 64, .num_layers = 2, .bidirectional = true});
 //   auto [out, h_n, c_n] = lstm.forward_with_state(x);   // x [T, N, 32] -> out [T, N, 128]
@@ -12,6 +13,7 @@
 #pragma once
 #include <string>
 
+#include "nn/functional_rnn.h"
 #include "nn/module.h"
 
 namespace mantissa::nn {
@@ -47,13 +49,12 @@ class RNNBase : public Module {
   RNNOptions options;
 
  protected:
-  enum class Cell { Tanh, Relu, Lstm, Gru };
-  RNNBase(Cell cell, const char* type, const RNNOptions& options);
+  RNNBase(functional::RecurrentCell cell, const char* type, const RNNOptions& options);
 
  private:
-  Cell cell_;
+  functional::RecurrentCell cell_;
   const char* type_;
-  int64_t gates() const { return cell_ == Cell::Lstm ? 4 : cell_ == Cell::Gru ? 3 : 1; }
+  int64_t gates() const;
 };
 
 // Elman RNN: h' = tanh (or relu)(x w_ih^T + b_ih + h w_hh^T + b_hh).

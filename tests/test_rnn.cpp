@@ -260,6 +260,12 @@ TEST(Rnn, ErrorsNameTheLayerAndShapes) {
   EXPECT_ERROR(
       F::lstm_cell(mt::randn({2, 3}), mt::zeros({2, 4}), mt::zeros({2, 4}), mt::randn({12, 3}), mt::randn({16, 4})),
       HasSubstr("lstm_cell"), HasSubstr("w_ih [16, 3]"), HasSubstr("[12, 3]"));
+  // A graph of the backward of a whole layer is refused (the cells support it).
+  nn::GRU g64({.input_size = 2, .hidden_size = 3});
+  g64.to(mt::kFloat64);
+  Tensor xg = mt::randn({3, 1, 2}, {.dtype = mt::kFloat64}).requires_grad_();
+  EXPECT_ERROR(mt::autograd::grad({mt::sum(g64(xg))}, {xg}, {}, true, true), HasSubstr("gru_cell"),
+               HasSubstr("double backward"));
   EXPECT_ERROR(F::gru_cell_gates(mt::randn({2, 9}), mt::randn({2, 9}), mt::zeros({2, 3}, {.dtype = mt::kFloat64})),
                HasSubstr("gru_cell"), HasSubstr("one floating dtype"));
 }

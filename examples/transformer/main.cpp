@@ -1,4 +1,5 @@
-// Trains a character-level GPT (mt::nn::GPT) on real English text, in fp32 or with
+// Trains a character-level GPT (mt::nn::GPT, or with --model lstm an LSTM language model,
+// lstm_lm.h) on real English text, in fp32 or with
 // automatic mixed precision (fp16 with dynamic loss scaling, or bf16), reports the
 // validation loss in nats per character, and samples text from the trained model.
 //
@@ -6,6 +7,7 @@
 //   transformer --amp bf16 --steps 500 --save run.safetensors
 //   transformer --resume run.safetensors --steps 1000     # continues exactly where it stopped
 //   transformer --text book.txt --sample 500 --prompt "Once upon a time" --temperature 0.8 --top-k 20
+//   transformer --model lstm --layers 2 --d-model 256 --amp fp16   # the recurrent model
 //   transformer --amp bf16 --steps 20 --profile trace.json --amp-report --metrics run.jsonl
 //   # GPT-2-small-like on a GPU: --layers 12 --heads 12 --d-model 768 --context 1024 --device cuda --amp bf16
 #include <mantissa.h>
@@ -21,6 +23,7 @@
 #include "../common/parallel.h"
 #include "../common/run_log.h"
 #include "corpus.h"
+#include "lstm_lm.h"
 
 namespace mt = mantissa;
 namespace nn = mantissa::nn;
@@ -30,7 +33,7 @@ using namespace gpt_example;
 namespace {
 
 struct Options {
-  std::string text_path, amp = "off", device = "cpu", save, resume, prompt = "\n", export_path;
+  std::string model = "gpt", text_path, amp = "off", device = "cpu", save, resume, prompt = "\n", export_path;
   int64_t layers = 4, heads = 4, d_model = 128, context = 128, batch_size = 16, steps = 1000, warmup = 100;
   int64_t eval_every = 100, eval_batches = 8, sample = 300, top_k = 20;
   int64_t stop_at = 0;          // > 0: stop (and save) at this step, as an interrupted run would
@@ -42,6 +45,9 @@ struct Options {
 
 // The model shape as recorded in checkpoints: resuming with another one is an error.
 std::string config_string(const Options& o, int64_t vocab) {
+  if (o.model == "lstm")
+    return mt::detail::concat("model=lstm layers=", o.layers, " d_model=", o.d_model, " context=", o.context,
+                              " vocab=", vocab);
   return mt::detail::concat("layers=", o.layers, " heads=", o.heads, " d_model=", o.d_model, " context=", o.context,
                             " vocab=", vocab);
 }
@@ -57,7 +63,7 @@ std::string hex(const std::string& s) {
 }
 
 // Mean cross-entropy (nats per character) over `count` fixed validation batches.
-double evaluate(nn::GPT& gpt, const Corpus& c, const Options& o, std::optional<mt::DType> amp, mt::Device dev) {
+double evaluate(nn::Module& gpt, const Corpus& c, const Options& o, std::optional<mt::DType> amp, mt::Device dev) {
   mt::NoGradGuard no_grad;
   gpt.eval();
   double sum = 0;
@@ -100,7 +106,8 @@ int64_t sample_next(const mt::Tensor& last_logits, double temperature, int64_t t
   return 0;
 }
 
-std::string generate(nn::GPT& gpt, const Vocab& vocab, const Options& o, std::optional<mt::DType> amp, mt::Device dev) {
+std::string generate(nn::Module& gpt, const Vocab& vocab, const Options& o, std::optional<mt::DType> amp,
+                     mt::Device dev) {
   std::vector<int64_t> ids;
   for (char32_t ch : decode_utf8(o.prompt, "--prompt")) {
     const int64_t id = vocab.id(ch);
@@ -169,12 +176,19 @@ int run(const Options& o) {
                 corpus.train.size(), corpus.val.size(), (long long)V);
 
   mt::manual_seed(o.seed);
-  nn::GPT gpt({.vocab_size = V,
-               .context = o.context,
-               .n_layer = o.layers,
-               .n_head = o.heads,
-               .d_model = o.d_model,
-               .dropout = o.dropout});
+  MT_CHECK(o.model == "gpt" || o.export_path.empty(), "--export", "ONNX export supports --model gpt only (the LSTM's ",
+           "fused cell has no ONNX mapping yet)");
+  std::unique_ptr<nn::Module> net;
+  if (o.model == "lstm")
+    net = std::make_unique<LstmLm>(V, o.d_model, std::max<int64_t>(o.layers, 1), o.dropout);
+  else
+    net = std::make_unique<nn::GPT>(nn::GPTConfig{.vocab_size = V,
+                                                  .context = o.context,
+                                                  .n_layer = o.layers,
+                                                  .n_head = o.heads,
+                                                  .d_model = o.d_model,
+                                                  .dropout = o.dropout});
+  nn::Module& gpt = *net;
   gpt.to(dev);
   nn::Module& model = parallel.wrap(gpt);  // DistributedDataParallel under --distributed
   // Decay the weight matrices (embeddings included, as GPT-2), not biases or LayerNorms.
@@ -288,6 +302,8 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   CLI::App app{"Train a character-level GPT on real text with optional mixed precision, then sample from it"};
   Options o;
+  app.add_option("--model", o.model, "gpt (mt::nn::GPT) or lstm (an LSTM language model, --layers x --d-model)")
+      ->check(CLI::IsMember({"gpt", "lstm"}));
   app.add_option("--text", o.text_path, "UTF-8 text file to train on (default: the Debian fortunes corpus)");
   app.add_option("--layers", o.layers, "transformer blocks")->check(CLI::NonNegativeNumber);
   app.add_option("--heads", o.heads, "attention heads per block")->check(CLI::PositiveNumber);

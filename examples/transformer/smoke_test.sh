@@ -31,6 +31,15 @@ resumed=$("$bin" "${resume_args[@]}" --resume "$work/ck.safetensors" | sed -n 's
 [ -n "$straight" ] && [ "$straight" = "$resumed" ] || fail "resumed parameters $resumed != uninterrupted $straight"
 echo "resume: parameters $resumed in both runs"
 
+# 2b. The LSTM language model (--model lstm) learns the same text, under fp16 autocast too.
+for amp in off fp16; do
+  out=$("$bin" "${tiny[@]}" --model lstm --steps 40 --sample 0 --amp "$amp") || fail "lstm $amp run failed: $out"
+  echo "$out" | grep '^final:'
+  first=$(echo "$out" | sed -n 's/^final:.* first_loss=\([0-9.]*\).*/\1/p')
+  last=$(echo "$out" | sed -n 's/^final:.* train_loss=\([0-9.]*\).*/\1/p')
+  awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.5) }' || fail "lstm $amp: loss did not fall: $first -> $last"
+done
+
 # 3. Bad input: a clear message and a non-zero exit.
 expect_error() {  # expect_error "message part" args...
   local want=$1
@@ -50,4 +59,6 @@ expect_error "was written for" --text "$work/tiny.txt" --layers 1 --heads 2 --d-
   --resume "$work/ck.safetensors"
 expect_error "not in the vocabulary" "${tiny[@]}" --steps 1 --sample 5 --prompt "xyz"
 expect_error "cannot open" --text "$work/missing.txt"
+expect_error "model" "${tiny[@]}" --model rnn
+expect_error "supports --model gpt only" "${tiny[@]}" --model lstm --steps 1 --export "$work/lstm.onnx"
 echo "transformer smoke test passed"
