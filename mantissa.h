@@ -31,6 +31,7 @@
 #include "data/transforms.h"
 #include "nn/activation.h"
 #include "nn/activation_extra.h"
+#include "nn/any_module.h"
 #include "nn/attention.h"
 #include "nn/container.h"
 #include "nn/conv.h"

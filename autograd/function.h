@@ -14,7 +14,8 @@
 //   mt::Tensor y = Cube::apply(x);
 //
 // forward runs without recording; backward returns one gradient per Tensor argument
-// of forward (undefined where none is needed).
+// of forward (undefined where none is needed), or, as in LibTorch, one per argument with
+// undefined entries for the non-tensor ones (trailing undefined entries are accepted too).
 #pragma once
 #include <any>
 #include <map>
@@ -85,13 +86,16 @@ struct Function {
       ctx->freeze(out);
       std::vector<InputMeta> metas;
       for (const Tensor& t : inputs) metas.push_back({t.sizes(), t.dtype(), t.device()});
-      record(Derived::name, inputs, out, [ctx, metas](const Tensor& g, const std::vector<bool>& needs) {
+      // Which forward arguments are tensors: backward may answer per argument, as LibTorch's.
+      std::vector<bool> tensor_args{std::is_same_v<std::decay_t<Args>, Tensor>...};
+      record(Derived::name, inputs, out, [ctx, metas, tensor_args](const Tensor& g, const std::vector<bool>& needs) {
         ctx->needs_input_grad = needs;
-        std::vector<Tensor> grads = Derived::backward(*ctx, g);
+        std::vector<Tensor> grads = per_tensor(Derived::backward(*ctx, g), tensor_args, metas.size());
         // A wrong count, shape, dtype or device from user code must not reach the engine (it
         // would mis-accumulate, or fail in the next node's backward naming that node).
-        MT_CHECK(grads.size() == metas.size(), Derived::name, "backward returned ", grads.size(),
+        MT_CHECK(grads.size() >= metas.size(), Derived::name, "backward returned ", grads.size(),
                  " gradients but forward took ", metas.size(), " tensors");
+        grads.resize(metas.size());  // per_tensor checked that the rest are undefined
         for (size_t i = 0; i < grads.size(); ++i)
           if (needs[i] && grads[i].defined()) grads[i] = fit_gradient(grads[i], metas[i], i);
         return grads;
@@ -131,6 +135,27 @@ struct Function {
     }
     if (grad.device() != in.device) grad = grad.to(in.device);
     return grad;
+  }
+
+  // backward's result as one gradient per Tensor argument. It may also give one per argument
+  // of forward (LibTorch's convention: undefined for the non-tensor ones), or the per-tensor
+  // list followed by undefined entries; a defined gradient for a non-tensor argument is an error.
+  static std::vector<Tensor> per_tensor(std::vector<Tensor> grads, const std::vector<bool>& tensor_args,
+                                        size_t tensors) {
+    if (grads.size() == tensors) return grads;
+    std::vector<Tensor> out;
+    if (grads.size() == tensor_args.size()) {
+      for (size_t a = 0; a < grads.size(); ++a) {
+        MT_CHECK(tensor_args[a] || !grads[a].defined(), Derived::name, "backward returned a gradient for argument ", a,
+                 ", which is not a Tensor");
+        if (tensor_args[a]) out.push_back(grads[a]);
+      }
+      return out;
+    }
+    for (size_t k = tensors; k < grads.size(); ++k)
+      MT_CHECK(!grads[k].defined(), Derived::name, "backward returned ", grads.size(), " gradients but forward took ",
+               tensors, " tensors (of ", tensor_args.size(), " arguments); extra entries must be undefined");
+    return grads;  // fewer (checked by the caller) or undefined trailing entries
   }
 
   template <typename T>

@@ -115,6 +115,8 @@ Tensor sum_to(const Tensor& x, const Shape& shape);
 // --- linear algebra ---
 // 1-D/2-D/batched with broadcasting batch dims, as torch.matmul.
 Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor mm(const Tensor& a, const Tensor& b);   // matmul of 2-D matrices only
+Tensor bmm(const Tensor& a, const Tensor& b);  // matmul of 3-D batches [B, n, m] x [B, m, p] only
 
 // --- shape and indexing ---
 Tensor cat(const std::vector<Tensor>& ts, int64_t dim = 0);

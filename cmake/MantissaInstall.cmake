@@ -1,11 +1,18 @@
 # cmake --install + an exported package: find_package(mantissa) gives mantissa::mantissa
-# (and mantissa::core, the tensor library alone).
+# (and mantissa::core, the tensor library alone; mantissa::distributed when built with MPI).
 include(CMakePackageConfigHelpers)
 install(TARGETS mantissa_core mantissa EXPORT mantissaTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES mantissa.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mantissa)
-foreach(dir core amp autograd nn optim data)
+set(_mantissa_header_dirs core amp autograd nn optim data)
+if(MANTISSA_WITH_DIST)
+  install(TARGETS mantissa_dist EXPORT mantissaTargets
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  list(APPEND _mantissa_header_dirs distributed)
+endif()
+foreach(dir ${_mantissa_header_dirs})
   install(DIRECTORY ${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mantissa/${dir} FILES_MATCHING PATTERN "*.h")
 endforeach()
 install(EXPORT mantissaTargets NAMESPACE mantissa:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/mantissa)

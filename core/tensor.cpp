@@ -269,6 +269,12 @@ MT_INSTANTIATE_ACCESS(Half)
 MT_INSTANTIATE_ACCESS(BFloat16)
 #undef MT_INSTANTIATE_ACCESS
 
+Scalar Tensor::item() const {
+  if (is_floating(dtype())) return Scalar(item<double>());
+  if (dtype() == DType::Bool) return Scalar(int64_t(item<bool>()));
+  return Scalar(item<int64_t>());
+}
+
 // ---------------------------------------------------------------- autograd metadata
 
 namespace autograd {

@@ -17,6 +17,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/scalar.h"
+#include "core/tensor_index.h"
 
 namespace mantissa {
 
@@ -89,7 +90,8 @@ class Tensor {
     return static_cast<T*>(raw_data());
   }
   template <typename T>
-  T item() const;  // the single value of a one-element tensor, converted to T
+  T item() const;       // the single value of a one-element tensor, converted to T
+  Scalar item() const;  // the same as a Scalar: floating for floating dtypes, else integral
   template <typename T>
   std::vector<T> to_vector() const;  // all values in row-major order, converted to T
 
@@ -269,6 +271,83 @@ class Tensor {
   Tensor relu() const {
     return relu(key<A>());
   }
+  // --- LibTorch conveniences (differentiable) ---
+  template <class A = autograd::Methods>
+  Tensor operator[](int64_t i) const {  // select(0, i)
+    return select(key<A>(), 0, i);
+  }
+  template <class A = autograd::Methods>
+  Tensor index(std::initializer_list<indexing::TensorIndex> terms) const {  // core/tensor_index.h
+    return index(key<A>(), std::vector<indexing::TensorIndex>(terms));
+  }
+  template <class A = autograd::Methods>
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> terms, const Tensor& value) {
+    index(key<A>(), std::vector<indexing::TensorIndex>(terms)).copy_(value);
+    return *this;
+  }
+  template <class A = autograd::Methods>
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> terms, const Scalar& value) {
+    index(key<A>(), std::vector<indexing::TensorIndex>(terms)).fill_(value);
+    return *this;
+  }
+  template <class A = autograd::Methods>
+  Tensor mm(const Tensor& o) const {  // 2-D matmul
+    return mm(key<A>(), o);
+  }
+  template <class A = autograd::Methods>
+  Tensor bmm(const Tensor& o) const {  // 3-D batched matmul
+    return bmm(key<A>(), o);
+  }
+  // Comparisons as methods (bool results): x.eq(y), x.lt(0.5), ...
+#define MT_COMPARISON_METHOD(name)       \
+  template <class A = autograd::Methods> \
+  Tensor name(const Tensor& o) const {   \
+    return compare(key<A>(), #name, o);  \
+  }                                      \
+  template <class A = autograd::Methods> \
+  Tensor name(const Scalar& s) const {   \
+    return compare(key<A>(), #name, s);  \
+  }
+  MT_COMPARISON_METHOD(eq)
+  MT_COMPARISON_METHOD(ne)
+  MT_COMPARISON_METHOD(lt)
+  MT_COMPARISON_METHOD(le)
+  MT_COMPARISON_METHOD(gt)
+  MT_COMPARISON_METHOD(ge)
+#undef MT_COMPARISON_METHOD
+  // Compound assignment: in place, as LibTorch's (x += y is x.add_(y)).
+  template <class A = autograd::Methods>
+  Tensor& operator+=(const Tensor& o) {
+    return add_(key<A>(), o, 1);
+  }
+  template <class A = autograd::Methods>
+  Tensor& operator+=(const Scalar& s) {
+    return add_(key<A>(), s);
+  }
+  template <class A = autograd::Methods>
+  Tensor& operator-=(const Tensor& o) {
+    return sub_(key<A>(), o);
+  }
+  template <class A = autograd::Methods>
+  Tensor& operator-=(const Scalar& s) {
+    return sub_(key<A>(), s);
+  }
+  template <class A = autograd::Methods>
+  Tensor& operator*=(const Tensor& o) {
+    return mul_(key<A>(), o);
+  }
+  template <class A = autograd::Methods>
+  Tensor& operator*=(const Scalar& s) {
+    return mul_(key<A>(), s);
+  }
+  template <class A = autograd::Methods>
+  Tensor& operator/=(const Tensor& o) {
+    return div_(key<A>(), o);
+  }
+  template <class A = autograd::Methods>
+  Tensor& operator/=(const Scalar& s) {
+    return div_(key<A>(), s);
+  }
   // --- in-place (bump the version counter) ---
   template <class A = autograd::Methods>
   Tensor& add_(const Tensor& o, const Scalar& alpha = 1) {
@@ -365,6 +444,11 @@ class Tensor {
   Tensor min(Key) const;
   Tensor argmax(Key, int64_t dim, bool keepdim) const;
   Tensor matmul(Key, const Tensor& o) const;
+  Tensor mm(Key, const Tensor& o) const;
+  Tensor bmm(Key, const Tensor& o) const;
+  Tensor index(Key, const std::vector<indexing::TensorIndex>& terms) const;
+  Tensor compare(Key, const char* op, const Tensor& o) const;
+  Tensor compare(Key, const char* op, const Scalar& s) const;
   Tensor pow(Key, const Scalar& e) const;
   Tensor exp(Key) const;
   Tensor log(Key) const;

@@ -86,4 +86,31 @@ class ModuleList : public ModuleContainer {
   }
 };
 
+// Named submodules with no forward of its own, in insertion order (torch.nn.ModuleDict); the
+// names are the state-dict prefixes ("heads.cls.weight").
+//
+//   mt::nn::ModuleDict heads;
+//   heads.insert("cls", mt::nn::Linear(256, 10));
+//   heads.insert("box", std::make_shared<mt::nn::Linear>(256, 4));
+//   mt::Tensor logits = heads["cls"](h);   heads.at<mt::nn::Linear>("box").weight;
+class ModuleDict : public ModuleContainer {
+ public:
+  ModuleDict() = default;
+  // Adds `name` (names: non-empty, no '.', unique), as push_back does.
+  template <typename M>
+  void insert(const std::string& name, M&& m) {
+    push_back(name, std::forward<M>(m));
+  }
+  bool contains(const std::string& name) const;
+  std::vector<std::string> keys() const;
+  // The submodule `name`; throws mantissa::Error naming the known keys when absent.
+  Module& operator[](const std::string& name) const;
+  template <typename T>
+  T& at(const std::string& name) const {
+    T* p = dynamic_cast<T*>(&(*this)[name]);
+    MT_CHECK(p != nullptr, "ModuleDict", "'", name, "' is a ", (*this)[name].name(), ", not the requested type");
+    return *p;
+  }
+};
+
 }  // namespace mantissa::nn

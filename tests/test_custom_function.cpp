@@ -68,6 +68,25 @@ struct Identity : ag::Function<Identity> {
 };
 
 // Broken backwards: the wrong number of gradients, and a gradient of the wrong shape.
+// LibTorch's convention: one gradient per forward argument, undefined for the non-tensor ones.
+struct PerArgumentGrads : ag::Function<PerArgumentGrads> {
+  static constexpr const char* name = "per_argument_grads";
+  static mt::Tensor forward(ag::Context&, const mt::Tensor& a, double alpha, const mt::Tensor& b) {
+    return a * alpha + b;
+  }
+  static std::vector<mt::Tensor> backward(ag::Context&, const mt::Tensor& g) { return {g * 2.0, mt::Tensor(), g}; }
+};
+// The per-tensor list followed by an undefined entry (for a trailing non-tensor argument).
+struct TrailingUndefined : ag::Function<TrailingUndefined> {
+  static constexpr const char* name = "trailing_undefined";
+  static mt::Tensor forward(ag::Context&, const mt::Tensor& a, int) { return a * 3.0; }
+  static std::vector<mt::Tensor> backward(ag::Context&, const mt::Tensor& g) { return {g * 3.0, mt::Tensor()}; }
+};
+struct GradForANumber : ag::Function<GradForANumber> {
+  static constexpr const char* name = "grad_for_a_number";
+  static mt::Tensor forward(ag::Context&, const mt::Tensor& a, double) { return a * 1.0; }
+  static std::vector<mt::Tensor> backward(ag::Context&, const mt::Tensor& g) { return {g, g}; }
+};
 struct TooFewGrads : ag::Function<TooFewGrads> {
   static constexpr const char* name = "too_few_grads";
   static mt::Tensor forward(ag::Context&, const mt::Tensor& a, const mt::Tensor& b) { return a + b; }
@@ -206,6 +225,16 @@ TEST(CustomFunction, BackwardResultsAreValidated) {
   mt::Tensor a = leaf({1, 2}), b = leaf({3, 4});
   EXPECT_ERROR(TooFewGrads::apply(a, b).sum().backward(), HasSubstr("too_few_grads"), HasSubstr("1 gradients"),
                HasSubstr("2 tensors"));
+  // One gradient per argument (undefined for numbers), or undefined trailing entries, as LibTorch allows.
+  mt::Tensor p = leaf({1, 2}), q = leaf({3, 4});
+  PerArgumentGrads::apply(p, 2.0, q).sum().backward();
+  EXPECT_EQ(p.grad().to_vector<double>(), (std::vector<double>{2, 2}));
+  EXPECT_EQ(q.grad().to_vector<double>(), (std::vector<double>{1, 1}));
+  mt::Tensor t = leaf({1, 2});
+  TrailingUndefined::apply(t, 7).sum().backward();
+  EXPECT_EQ(t.grad().to_vector<double>(), (std::vector<double>{3, 3}));
+  EXPECT_ERROR(GradForANumber::apply(leaf({1.0}), 2.0).sum().backward(), HasSubstr("grad_for_a_number"),
+               HasSubstr("argument 1, which is not a Tensor"));
   EXPECT_ERROR(WrongShapeGrad::apply(a).backward(), HasSubstr("wrong_shape_grad"), HasSubstr("[5]"), HasSubstr("[2]"));
   EXPECT_FALSE(a.grad().defined());
 }

@@ -46,3 +46,6 @@ step("configure" ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/build ${config
 cmake_host_system_information(RESULT jobs QUERY NUMBER_OF_LOGICAL_CORES)
 step("build" ${CMAKE_COMMAND} --build ${WORK_DIR}/build -j ${jobs})
 step("run" ${WORK_DIR}/build/consumer)
+if(EXISTS ${WORK_DIR}/build/consumer_distributed)  # the package has mantissa::distributed
+  step("run consumer_distributed" ${WORK_DIR}/build/consumer_distributed)
+endif()
