@@ -93,7 +93,7 @@ def op_list(macro):
     src = open(os.path.join(ROOT, "core", "elementwise_math.h")).read()
     body = src[src.index("#define " + macro + "(X)"):]
     body = body[:body.index("\n\n")]
-    return [(m.group(1), m.group(2)) for m in re.finditer(r'X\(\w+, "(\w+)", \w+, (\w+)', body)]
+    return [(m.group(1), m.group(2)) for m in re.finditer(r'X\(\w+, (\w+), \w+, (\w+)', body)]
 
 
 UNARY = {
