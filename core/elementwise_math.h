@@ -82,6 +82,8 @@ struct Softplus {
 // mish(x) = x tanh(softplus(x)), as torch computes it: exp(x) overflows to inf for large x,
 // whose log1p and tanh give 1, so mish(x) = x there without softplus's threshold.
 MT_UNARY_FUNCTOR(Mish, x* std::tanh(std::log1p(std::exp(x))));
+// logsigmoid(x) = log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), as torch computes it.
+MT_UNARY_FUNCTOR(LogSigmoid, (x < T(0) ? x : T(0)) - std::log1p(std::exp(-std::fabs(x))));
 struct PowScalar {
   double e;
   template <typename T>
@@ -243,6 +245,7 @@ MT_BACKWARD_FROM_OUTPUT(TanhBackwardFromOutput, g*(T(1) - y * y));
   /* torch's mish_backward: t + x sigmoid(x) (1 - t^2), t = tanh(softplus(x)) */                        \
   X(Mish, mish, Mish, FloatingOnly, PassThrough, Any,                                                   \
     Input([&] { Tensor t = tanh(log1p(exp(x))); return g * (t + x * sigmoid(x) * (1.0 - t * t)); }()))  \
+  X(LogSigmoid, logsigmoid, LogSigmoid, FloatingOnly, PassThrough, Any, Input(g * sigmoid(-x)))          \
   X(Erf, erf, Erf, Floating, PassThrough, Any, Input(g * exp(-(x * x)) * kTwoOverSqrtPi))               \
   X(Reciprocal, reciprocal, Reciprocal, Floating, Fp32, Away, Output(-(g * y * y)))                     \
   X(Square, square, Square, Numeric, PassThrough, Any, Custom)                                          \
