@@ -33,11 +33,11 @@ Registry& registry() {
 thread_local PolicyLookupLog* t_lookup_log = nullptr;
 
 // The list entries, in enumerator order (core/backend.h makes the enums from the same lists).
-#define MT_LIST_ENTRY(Enum, name, F, domain, policy) {name, CastPolicy::policy},
+#define MT_LIST_ENTRY(Enum, name, F, domain, policy, ...) {#name, CastPolicy::policy},
 OpPolicy g_unary_policies[] = {MT_UNARY_OPS(MT_LIST_ENTRY)};
 OpPolicy g_binary_policies[] = {MT_BINARY_OPS(MT_LIST_ENTRY)};
 #undef MT_LIST_ENTRY
-#define MT_LIST_ENTRY(Enum, name, policy) {name, CastPolicy::policy},
+#define MT_LIST_ENTRY(Enum, name, policy) {#name, CastPolicy::policy},
 OpPolicy g_reduce_policies[] = {MT_REDUCE_OPS(MT_LIST_ENTRY)};
 #undef MT_LIST_ENTRY
 

@@ -6,40 +6,27 @@
 #include <vector>
 
 #include "autograd/node.h"
+#include "core/elementwise_math.h"  // MT_UNARY_OPS
 #include "core/random.h"
 #include "core/tensor.h"
 
 namespace mantissa {
 
 // --- unary elementwise ---
-Tensor neg(const Tensor& x);
-Tensor abs(const Tensor& x);
-Tensor sign(const Tensor& x);
-Tensor exp(const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor log1p(const Tensor& x);
-Tensor sqrt(const Tensor& x);
-Tensor rsqrt(const Tensor& x);
-Tensor sin(const Tensor& x);
-Tensor cos(const Tensor& x);
-Tensor tanh(const Tensor& x);
-Tensor sigmoid(const Tensor& x);
-Tensor relu(const Tensor& x);
+// One function per entry of MT_UNARY_OPS (core/elementwise_math.h) called as name(x): exp(x),
+// sigmoid(x), mish(x), ... (what each computes: its functor there, as torch's op of that name).
+#define MT_UNARY_DECLARATION(Enum, name, F, domain, policy, gradcheck, op) \
+  MT_UNARY_IF_ONE_TENSOR(op, Tensor name(const Tensor& x);)
+MT_UNARY_OPS(MT_UNARY_DECLARATION)
+#undef MT_UNARY_DECLARATION
+// The entries with more arguments (Args):
 // approximate: "none" (erf form) or "tanh"
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
-Tensor silu(const Tensor& x);
 // log(1 + exp(beta x)) / beta, and x where beta x > threshold (torch.nn.functional.softplus).
 Tensor softplus(const Tensor& x, double beta = 1, double threshold = 20);
-// x tanh(softplus(x)) (torch.nn.functional.mish).
-Tensor mish(const Tensor& x);
-Tensor erf(const Tensor& x);
-Tensor reciprocal(const Tensor& x);
-Tensor square(const Tensor& x);
 Tensor pow(const Tensor& x, const Scalar& exponent);
 Tensor pow(const Tensor& x, const Tensor& exponent);
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
-Tensor isfinite(const Tensor& x);
-Tensor logical_not(const Tensor& x);
 
 // --- binary elementwise (broadcasting, PyTorch type promotion) ---
 Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);

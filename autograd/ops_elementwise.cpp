@@ -1,11 +1,13 @@
 // Elementwise ops and their backward formulas. Backward formulas use differentiable
 // ops when a graph of the backward is requested (create_graph), and the fused kernels
-// from core/elementwise_math.h otherwise.
+// from core/elementwise_math.h otherwise. The one-tensor unary ops of that file's list are generated
+// from their lines (MT_UNARY_DEFINITION below).
 #include <algorithm>
 #include <cmath>
 
 #include "amp/autocast.h"
 #include "autograd/op_helpers.h"
+#include "core/elementwise_dispatch.h"
 
 // Autocast categories of the ops defined here (amp/autocast_policy.h).
 MT_DECLARE_CAST_POLICY(where, Promote);
@@ -71,24 +73,61 @@ Tensor unary_with_input(const char* name, UnaryOp op, const Tensor& x0,
   return y;
 }
 
-// Defines a unary op whose backward needs the output y.
-Tensor unary_with_output(const char* name, UnaryOp op, const Tensor& x0,
-                         const std::function<Tensor(const Tensor& g, const Tensor& y)>& backward) {
-  Tensor x = amp::autocast_one(amp::list_policy(op), x0);
-  Tensor y = unary_float(op, x);
-  if (needs_grad({x})) {
-    record(name, {x}, y, [sy = SavedTensor(y, true), backward](const Tensor& g, const std::vector<bool>&) {
-      return Grads{backward(g, sy.unpack())};
-    });
-  }
-  return y;
-}
-
 constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
 constexpr double kInvSqrt2 = 0.70710678118654752440;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;
 
+// The FloatingOnly ops (the activations) take floating inputs only, as PyTorch's (the Floating
+// ones, exp, sin, ..., accept integers and compute in float32).
+void check_floating_activation(const char* name, const Tensor& x) {
+  MT_CHECK(is_floating(x.dtype()), name, "expected a floating-point input, got ", describe({x}));
+}
+
+// A generated unary op (an Input or Output entry of MT_UNARY_OPS): the domain's input check,
+// autocast through its list entry, the kernel (an integer input computed in float32 unless the
+// domain is Numeric), and the backward formula of the entry on the saved input or output.
+using elementwise::Domain;
+struct SaveInput {};
+struct SaveOutput {};
+template <Domain D, typename Save>
+Tensor listed_unary(UnaryOp op, const Tensor& x0, Save, Tensor (*backward)(const Tensor& g, const Tensor& saved)) {
+  const char* name = op_name(op);
+  if constexpr (D == Domain::FloatingOnly) check_floating_activation(name, x0);
+  Tensor x = amp::autocast_one(amp::list_policy(op), x0);
+  Tensor y = D == Domain::Numeric ? launch::unary(op, x) : unary_float(op, x);
+  if (needs_grad({x})) {
+    if constexpr (std::is_same_v<Save, SaveInput>)
+      record(name, {x}, y, [sx = SavedTensor(x), backward](const Tensor& g, const std::vector<bool>&) {
+        return Grads{backward(g, sx.unpack())};
+      });
+    else
+      record(name, {x}, y, [sy = SavedTensor(y, true), backward](const Tensor& g, const std::vector<bool>&) {
+        return Grads{backward(g, sy.unpack())};
+      });
+  }
+  return y;
+}
+
 }  // namespace
+
+// The op column of an entry, Input(formula[, fused]) or Output(formula[, fused]): what is saved
+// and the backward g * f'(.), through the fused kernel when no graph of the backward is built.
+#define MT_BACKWARD_Input(formula, ...) SaveInput{}, MT_BACKWARD_FORMULA(x, formula, __VA_ARGS__)
+#define MT_BACKWARD_Output(formula, ...) SaveOutput{}, MT_BACKWARD_FORMULA(y, formula, __VA_ARGS__)
+#define MT_BACKWARD_FORMULA(saved, formula, ...)                                                                    \
+  [](const Tensor& g, const Tensor& saved) -> Tensor {                                                              \
+    __VA_OPT__(                                                                                                     \
+        if (!GradMode::is_enabled()) return launch::binary(BinaryOp::__VA_ARGS__, g, saved, g.dtype(), g.dtype());) \
+    return formula;                                                                                                 \
+  }
+#define MT_UNARY_DEFINITION(Enum, name, F, domain, policy, gradcheck, op) \
+  MT_UNARY_IF_GENERATED(                                                  \
+      op, Tensor name(const Tensor& x) { return listed_unary<Domain::domain>(UnaryOp::Enum, x, MT_BACKWARD_##op); })
+MT_UNARY_OPS(MT_UNARY_DEFINITION)
+#undef MT_UNARY_DEFINITION
+#undef MT_BACKWARD_FORMULA
+#undef MT_BACKWARD_Output
+#undef MT_BACKWARD_Input
 
 Tensor neg(const Tensor& x) {
   MT_CHECK(x.dtype() != DType::Bool, "neg", "negation of a bool tensor is not supported, use logical_not");
@@ -110,57 +149,6 @@ Tensor sign(const Tensor& x) {
   if (needs_grad({x})) record("sign", {x}, y, [](const Tensor& g, auto&) { return Grads{zeros_like(g)}; });
   return y;
 }
-
-Tensor exp(const Tensor& x) {
-  return unary_with_output("exp", UnaryOp::Exp, x, [](const Tensor& g, const Tensor& y) { return g * y; });
-}
-Tensor log(const Tensor& x) {
-  return unary_with_input("log", UnaryOp::Log, x, [](const Tensor& g, const Tensor& x) { return g / x; });
-}
-Tensor log1p(const Tensor& x) {
-  return unary_with_input("log1p", UnaryOp::Log1p, x, [](const Tensor& g, const Tensor& x) { return g / (x + 1.0); });
-}
-Tensor sqrt(const Tensor& x) {
-  return unary_with_output("sqrt", UnaryOp::Sqrt, x, [](const Tensor& g, const Tensor& y) { return g / (y * 2.0); });
-}
-Tensor rsqrt(const Tensor& x) {
-  return unary_with_output("rsqrt", UnaryOp::Rsqrt, x,
-                           [](const Tensor& g, const Tensor& y) { return g * (y * y * y) * -0.5; });
-}
-Tensor sin(const Tensor& x) {
-  return unary_with_input("sin", UnaryOp::Sin, x, [](const Tensor& g, const Tensor& x) { return g * cos(x); });
-}
-Tensor cos(const Tensor& x) {
-  return unary_with_input("cos", UnaryOp::Cos, x, [](const Tensor& g, const Tensor& x) { return -(g * sin(x)); });
-}
-Tensor tanh(const Tensor& x) {
-  return unary_with_output("tanh", UnaryOp::Tanh, x, [](const Tensor& g, const Tensor& y) {
-    return fused_backward(BinaryOp::TanhBackwardFromOutput, g, y, [&] { return g * (1.0 - y * y); });
-  });
-}
-Tensor sigmoid(const Tensor& x) {
-  return unary_with_output("sigmoid", UnaryOp::Sigmoid, x, [](const Tensor& g, const Tensor& y) {
-    return fused_backward(BinaryOp::SigmoidBackwardFromOutput, g, y, [&] { return g * y * (1.0 - y); });
-  });
-}
-Tensor relu(const Tensor& x0) {
-  Tensor x = amp::autocast_one(amp::list_policy(UnaryOp::Relu), x0);
-  Tensor y = launch::unary(UnaryOp::Relu, x);
-  if (needs_grad({x})) {
-    record("relu", {x}, y, [sy = SavedTensor(y, true)](const Tensor& g, auto&) {
-      Tensor y = sy.unpack();
-      return Grads{fused_backward(BinaryOp::ReluBackward, g, y, [&] { return g * logical_not(y <= 0).to(g.dtype()); })};
-    });
-  }
-  return y;
-}
-// The activations below take floating inputs only, as PyTorch's (exp, sin, ... accept integers
-// and compute in float32).
-namespace {
-void check_floating_activation(const char* name, const Tensor& x) {
-  MT_CHECK(is_floating(x.dtype()), name, "expected a floating-point input, got ", describe({x}));
-}
-}  // namespace
 
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   MT_CHECK(approximate == "none" || approximate == "tanh", "gelu", "approximate must be 'none' or 'tanh', got '",
@@ -184,15 +172,6 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
     });
   });
 }
-Tensor silu(const Tensor& x) {
-  check_floating_activation("silu", x);
-  return unary_with_input("silu", UnaryOp::Silu, x, [](const Tensor& g, const Tensor& x) {
-    return fused_backward(BinaryOp::SiluBackward, g, x, [&] {
-      Tensor s = sigmoid(x);
-      return g * s * (x * (1.0 - s) + 1.0);
-    });
-  });
-}
 Tensor softplus(const Tensor& x0, double beta, double threshold) {
   MT_CHECK(beta != 0 && std::isfinite(beta), "softplus", "beta must be finite and non-zero, got ", beta);
   check_floating_activation("softplus", x0);
@@ -206,22 +185,6 @@ Tensor softplus(const Tensor& x0, double beta, double threshold) {
     });
   }
   return y;
-}
-Tensor mish(const Tensor& x) {
-  check_floating_activation("mish", x);
-  return unary_with_input("mish", UnaryOp::Mish, x, [](const Tensor& g, const Tensor& x) {
-    // torch's mish_backward: t + x sigmoid(x) (1 - t^2), t = tanh(softplus(x)).
-    Tensor t = tanh(log1p(exp(x)));
-    return g * (t + x * sigmoid(x) * (1.0 - t * t));
-  });
-}
-Tensor erf(const Tensor& x) {
-  return unary_with_input("erf", UnaryOp::Erf, x,
-                          [](const Tensor& g, const Tensor& x) { return g * exp(-(x * x)) * kTwoOverSqrtPi; });
-}
-Tensor reciprocal(const Tensor& x) {
-  return unary_with_output("reciprocal", UnaryOp::Reciprocal, x,
-                           [](const Tensor& g, const Tensor& y) { return -(g * y * y); });
 }
 Tensor square(const Tensor& x) {
   if (x.dtype() == DType::Bool) return square(x.to(DType::Int64));  // int64, as PyTorch

@@ -13,7 +13,7 @@ namespace mantissa {
 
 #define MT_NAME_CASE(Enum, name, ...) \
   case Op::Enum:                      \
-    return name;
+    return #name;
 const char* op_name(UnaryOp op) {
   using Op = UnaryOp;
   switch (op) { MT_UNARY_OPS(MT_NAME_CASE) }

@@ -16,15 +16,16 @@
 
 namespace mantissa::elementwise {
 
-enum class Domain { Numeric, Floating, FloatingToBool, AnyToBool, Arithmetic };
+// FloatingOnly is Floating for the kernels; the ops differ (core/elementwise_math.h).
+enum class Domain { Numeric, Floating, FloatingOnly, FloatingToBool, AnyToBool, Arithmetic };
 
 // Calls v.template operator()<Functor, Domain>() for `op`. Every enumerator has a case (the
 // switch is generated from the same list as the enum), so there is no default to hide one.
 template <typename V>
 void visit(UnaryOp op, V&& v) {
   switch (op) {
-#define MT_VISIT_CASE(Enum, name, F, domain, policy) \
-  case UnaryOp::Enum:                                \
+#define MT_VISIT_CASE(Enum, name, F, domain, ...) \
+  case UnaryOp::Enum:                             \
     return v.template operator()<math::F, Domain::domain>();
     MT_UNARY_OPS(MT_VISIT_CASE)
 #undef MT_VISIT_CASE
@@ -50,7 +51,7 @@ void run_unary(UnaryOp op, DType dtype, double a, double b, Loop&& loop) {
   visit(op, [&]<typename F, Domain D>() {
     const F f = math::make_functor<F>(a, b);
     const char* name = op_name(op);
-    if constexpr (D == Domain::Floating) {
+    if constexpr (D == Domain::Floating || D == Domain::FloatingOnly) {
       Device::floating(dtype, name,
                        [&]<typename T>() { loop.template operator()<T, T, typename Device::template acc<T>>(f); });
     } else if constexpr (D == Domain::FloatingToBool) {

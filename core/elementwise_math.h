@@ -82,6 +82,8 @@ struct Softplus {
 // mish(x) = x tanh(softplus(x)), as torch computes it: exp(x) overflows to inf for large x,
 // whose log1p and tanh give 1, so mish(x) = x there without softplus's threshold.
 MT_UNARY_FUNCTOR(Mish, x* std::tanh(std::log1p(std::exp(x))));
+// logsigmoid(x) = log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), as torch computes it.
+MT_UNARY_FUNCTOR(LogSigmoid, (x < T(0) ? x : T(0)) - std::log1p(std::exp(-std::fabs(x))));
 struct PowScalar {
   double e;
   template <typename T>
@@ -188,74 +190,122 @@ MT_BACKWARD_FROM_OUTPUT(TanhBackwardFromOutput, g*(T(1) - y * y));
 // ---------------------------------------------------------------- the elementwise op lists
 // One line per op; everything else is derived from these lists: the UnaryOp/BinaryOp enums
 // and op names (core/backend.h), the CPU and CUDA dispatch with each domain's dtype rules
-// (core/elementwise_dispatch.h), profiler range names, and the op's autocast category
-// (amp/autocast_policy.cpp). A functor with parameters takes the op's scalars (a, b) as its
-// members, in order (PowScalar{a}, Clamp{a, b}).
+// (core/elementwise_dispatch.h), profiler range names, the op's autocast category
+// (amp/autocast_policy.cpp), and for a unary op its public function, its differentiable op with
+// the backward formula (autograd/ops.h, autograd/ops_elementwise.cpp) and its rows in the
+// gradcheck, reference and edge tests. A functor with parameters takes the op's scalars (a, b)
+// as its members, in order (PowScalar{a}, Clamp{a, b}).
 //
-// X(Enum, "name", functor, domain, autocast category)
+// X(Enum, name, functor, domain, autocast category[, gradcheck inputs, op])
+//   name    the op's name in errors, profiler ranges and the autocast table (#name), and for a
+//           unary op with a generated or one-tensor function, that function: mantissa::name(x)
 //   domain  Numeric: every dtype but bool, out of the input's dtype
-//           Floating: floating dtypes only, out of the input's dtype
+//           Floating: floating dtypes, out of the input's dtype (the op computes an integer
+//             input in float32, as torch's exp)
+//           FloatingOnly: floating dtypes; the op refuses any other ("expected a floating-point
+//             input"), as torch's activations
 //           FloatingToBool / AnyToBool: out is bool
 //           Arithmetic (binary): every dtype; integers apply IntegerForm<functor>
-#define MT_UNARY_OPS(X)                                                         \
-  X(Neg, "neg", Neg, Numeric, PassThrough)                                      \
-  X(Abs, "abs", Abs, Numeric, PassThrough)                                      \
-  X(Sign, "sign", Sign, Numeric, PassThrough)                                   \
-  X(Exp, "exp", Exp, Floating, Fp32)                                            \
-  X(Log, "log", Log, Floating, Fp32)                                            \
-  X(Log1p, "log1p", Log1p, Floating, Fp32)                                      \
-  X(Sqrt, "sqrt", Sqrt, Floating, PassThrough)                                  \
-  X(Rsqrt, "rsqrt", Rsqrt, Floating, Fp32)                                      \
-  X(Sin, "sin", Sin, Floating, PassThrough)                                     \
-  X(Cos, "cos", Cos, Floating, PassThrough)                                     \
-  X(Tanh, "tanh", Tanh, Floating, PassThrough)                                  \
-  X(Sigmoid, "sigmoid", Sigmoid, Floating, PassThrough)                         \
-  X(Relu, "relu", Relu, Numeric, PassThrough)                                   \
-  X(GeluErf, "gelu", GeluErf, Floating, PassThrough)                            \
-  X(GeluTanh, "gelu_tanh", GeluTanh, Floating, PassThrough)                     \
-  X(Silu, "silu", Silu, Floating, PassThrough)                                  \
-  X(Softplus, "softplus", Softplus, Floating, Fp32) /* a: beta, b: threshold */ \
-  X(Mish, "mish", Mish, Floating, PassThrough)                                  \
-  X(Erf, "erf", Erf, Floating, PassThrough)                                     \
-  X(Reciprocal, "reciprocal", Reciprocal, Floating, Fp32)                       \
-  X(Square, "square", Square, Numeric, PassThrough)                             \
-  X(LogicalNot, "logical_not", LogicalNot, AnyToBool, PassThrough)              \
-  X(PowScalar, "pow_scalar", PowScalar, Floating, Fp32) /* x ^ a */             \
-  X(Clamp, "clamp", Clamp, Numeric, PassThrough)        /* min(max(x, a), b) */ \
-  X(IsFinite, "isfinite", IsFinite, FloatingToBool, PassThrough)
+// Unary ops only:
+//   gradcheck inputs  the float64 inputs tests/test_gradcheck.cpp checks it on: Any (in [-2, 2]),
+//           Pos (in [0.3, 2.5]), Away (|x| >= 0.2: kinks and poles at 0), or NoGradcheck (not
+//           differentiable, or checked by its own lines there)
+//   op      Input(formula) / Output(formula[, fused]): the public function mantissa::name(x) and
+//             its differentiable op are generated (autograd/ops_elementwise.cpp); the backward is
+//             `formula`, an expression of the upstream gradient g and the saved input x (Input)
+//             or output y (Output) made of differentiable mantissa ops (so double backward
+//             works); `fused`, a binary entry below, computes the same in one kernel when no
+//             graph of the backward is built. The formula is expanded only in autograd/.
+//           Custom: mantissa::name(x) is declared from the list and written by hand in
+//             autograd/ops_elementwise.cpp (bool inputs or other special cases)
+//           Args: the op takes more arguments (scalars, a mode); written and declared by hand
+// clang-format off
+#define MT_UNARY_OPS(X)                                                                                 \
+  X(Neg, neg, Neg, Numeric, PassThrough, Any, Custom)                                                   \
+  X(Abs, abs, Abs, Numeric, PassThrough, Away, Custom)                                                  \
+  X(Sign, sign, Sign, Numeric, PassThrough, NoGradcheck, Custom)                                        \
+  X(Exp, exp, Exp, Floating, Fp32, Any, Output(g * y))                                                  \
+  X(Log, log, Log, Floating, Fp32, Pos, Input(g / x))                                                   \
+  X(Log1p, log1p, Log1p, Floating, Fp32, Pos, Input(g / (x + 1.0)))                                     \
+  X(Sqrt, sqrt, Sqrt, Floating, PassThrough, Pos, Output(g / (y * 2.0)))                                \
+  X(Rsqrt, rsqrt, Rsqrt, Floating, Fp32, Pos, Output(g * (y * y * y) * -0.5))                           \
+  X(Sin, sin, Sin, Floating, PassThrough, Any, Input(g * cos(x)))                                       \
+  X(Cos, cos, Cos, Floating, PassThrough, Any, Input(-(g * sin(x))))                                    \
+  X(Tanh, tanh, Tanh, Floating, PassThrough, Any, Output(g * (1.0 - y * y), TanhBackwardFromOutput))    \
+  X(Sigmoid, sigmoid, Sigmoid, Floating, PassThrough, Any,                                              \
+    Output(g * y * (1.0 - y), SigmoidBackwardFromOutput))                                               \
+  /* PyTorch's threshold_backward: g unless y <= 0 (so NaN passes g) */                                 \
+  X(Relu, relu, Relu, Numeric, PassThrough, Away,                                                       \
+    Output(g * logical_not(y <= 0).to(g.dtype()), ReluBackward))                                        \
+  X(GeluErf, gelu, GeluErf, FloatingOnly, PassThrough, NoGradcheck, Args) /* approximate "none" */      \
+  X(GeluTanh, gelu_tanh, GeluTanh, FloatingOnly, PassThrough, NoGradcheck, Args) /* gelu(x, "tanh") */  \
+  X(Silu, silu, Silu, FloatingOnly, PassThrough, Any,                                                   \
+    Input([&] { Tensor s = sigmoid(x); return g * s * (x * (1.0 - s) + 1.0); }(), SiluBackward))        \
+  X(Softplus, softplus, Softplus, FloatingOnly, Fp32, NoGradcheck, Args) /* a: beta, b: threshold */    \
+  /* torch's mish_backward: t + x sigmoid(x) (1 - t^2), t = tanh(softplus(x)) */                        \
+  X(Mish, mish, Mish, FloatingOnly, PassThrough, Any,                                                   \
+    Input([&] { Tensor t = tanh(log1p(exp(x))); return g * (t + x * sigmoid(x) * (1.0 - t * t)); }()))  \
+  X(LogSigmoid, logsigmoid, LogSigmoid, FloatingOnly, PassThrough, Any, Input(g * sigmoid(-x)))          \
+  X(Erf, erf, Erf, Floating, PassThrough, Any, Input(g * exp(-(x * x)) * kTwoOverSqrtPi))               \
+  X(Reciprocal, reciprocal, Reciprocal, Floating, Fp32, Away, Output(-(g * y * y)))                     \
+  X(Square, square, Square, Numeric, PassThrough, Any, Custom)                                          \
+  X(LogicalNot, logical_not, LogicalNot, AnyToBool, PassThrough, NoGradcheck, Custom)                   \
+  X(PowScalar, pow_scalar, PowScalar, Floating, Fp32, NoGradcheck, Args) /* x ^ a */                    \
+  X(Clamp, clamp, Clamp, Numeric, PassThrough, NoGradcheck, Args)        /* min(max(x, a), b) */        \
+  X(IsFinite, isfinite, IsFinite, FloatingToBool, PassThrough, NoGradcheck, Custom)
+// clang-format on
 
-#define MT_BINARY_OPS(X)                                                                             \
-  X(Add, "add", Add, Arithmetic, PassThrough)                                                        \
-  X(Sub, "sub", Sub, Arithmetic, PassThrough)                                                        \
-  X(Mul, "mul", Mul, Arithmetic, PassThrough)                                                        \
-  X(Div, "div", Div, Arithmetic, PassThrough)                                                        \
-  X(Maximum, "maximum", Maximum, Arithmetic, PassThrough)                                            \
-  X(Minimum, "minimum", Minimum, Arithmetic, PassThrough)                                            \
-  X(Pow, "pow", Pow, Floating, Fp32)                                                                 \
-  X(Eq, "eq", Eq, AnyToBool, PassThrough)                                                            \
-  X(Ne, "ne", Ne, AnyToBool, PassThrough)                                                            \
-  X(Lt, "lt", Lt, AnyToBool, PassThrough)                                                            \
-  X(Le, "le", Le, AnyToBool, PassThrough)                                                            \
-  X(Gt, "gt", Gt, AnyToBool, PassThrough)                                                            \
-  X(Ge, "ge", Ge, AnyToBool, PassThrough)                                                            \
-  X(LogicalAnd, "logical_and", LogicalAnd, AnyToBool, PassThrough)                                   \
-  X(LogicalOr, "logical_or", LogicalOr, AnyToBool, PassThrough)                                      \
-  /* Fused backward formulas: (grad, x) -> grad * f'(x) */                                           \
-  X(ReluBackward, "relu_backward", ReluBackward, Floating, PassThrough)                              \
-  X(GeluErfBackward, "gelu_backward", GeluErfBackward, Floating, PassThrough)                        \
-  X(GeluTanhBackward, "gelu_tanh_backward", GeluTanhBackward, Floating, PassThrough)                 \
-  X(SiluBackward, "silu_backward", SiluBackward, Floating, PassThrough)                              \
-  X(SigmoidBackwardFromOutput, "sigmoid_backward", SigmoidBackwardFromOutput, Floating, PassThrough) \
-  X(TanhBackwardFromOutput, "tanh_backward", TanhBackwardFromOutput, Floating, PassThrough)
+// Selecting unary entries by their op column (the tests and autograd/ generate from these):
+// MT_UNARY_IF_ONE_TENSOR(op, tokens) gives tokens for an op called as mantissa::name(x) (Input,
+// Output, Custom) and nothing for Args; MT_UNARY_IF_GENERATED(op, tokens) gives them for Input
+// and Output only. The op column itself (its formula) is not expanded here.
+#define MT_PP_KEEP(...) __VA_ARGS__
+#define MT_PP_DROP(...)
+#define MT_PP_CAT(a, b) MT_PP_CAT_(a, b)
+#define MT_PP_CAT_(a, b) a##b
+#define MT_UNARY_IF_ONE_TENSOR(op, ...) MT_PP_CAT(MT_UNARY_ONE_TENSOR_, op)(__VA_ARGS__)
+#define MT_UNARY_ONE_TENSOR_Input(...) MT_PP_KEEP
+#define MT_UNARY_ONE_TENSOR_Output(...) MT_PP_KEEP
+#define MT_UNARY_ONE_TENSOR_Custom MT_PP_KEEP
+#define MT_UNARY_ONE_TENSOR_Args MT_PP_DROP
+#define MT_UNARY_IF_GENERATED(op, ...) MT_PP_CAT(MT_UNARY_GENERATED_, op)(__VA_ARGS__)
+#define MT_UNARY_GENERATED_Input(...) MT_PP_KEEP
+#define MT_UNARY_GENERATED_Output(...) MT_PP_KEEP
+#define MT_UNARY_GENERATED_Custom MT_PP_DROP
+#define MT_UNARY_GENERATED_Args MT_PP_DROP
 
-// Reductions (kernels: core/cpu/reduce.cpp, cuda/reduce.cu). X(Enum, "name", autocast category)
-#define MT_REDUCE_OPS(X)           \
-  X(Sum, "sum", Fp32)              \
-  X(Prod, "prod", Fp32)            \
-  X(Max, "max", PassThrough)       \
-  X(Min, "min", PassThrough)       \
-  X(ArgMax, "argmax", PassThrough) \
-  X(ArgMin, "argmin", PassThrough)
+#define MT_BINARY_OPS(X)                                                                           \
+  X(Add, add, Add, Arithmetic, PassThrough)                                                        \
+  X(Sub, sub, Sub, Arithmetic, PassThrough)                                                        \
+  X(Mul, mul, Mul, Arithmetic, PassThrough)                                                        \
+  X(Div, div, Div, Arithmetic, PassThrough)                                                        \
+  X(Maximum, maximum, Maximum, Arithmetic, PassThrough)                                            \
+  X(Minimum, minimum, Minimum, Arithmetic, PassThrough)                                            \
+  X(Pow, pow, Pow, Floating, Fp32)                                                                 \
+  X(Eq, eq, Eq, AnyToBool, PassThrough)                                                            \
+  X(Ne, ne, Ne, AnyToBool, PassThrough)                                                            \
+  X(Lt, lt, Lt, AnyToBool, PassThrough)                                                            \
+  X(Le, le, Le, AnyToBool, PassThrough)                                                            \
+  X(Gt, gt, Gt, AnyToBool, PassThrough)                                                            \
+  X(Ge, ge, Ge, AnyToBool, PassThrough)                                                            \
+  X(LogicalAnd, logical_and, LogicalAnd, AnyToBool, PassThrough)                                   \
+  X(LogicalOr, logical_or, LogicalOr, AnyToBool, PassThrough)                                      \
+  /* Fused backward formulas: (grad, x) -> grad * f'(x) */                                         \
+  X(ReluBackward, relu_backward, ReluBackward, Floating, PassThrough)                              \
+  X(GeluErfBackward, gelu_backward, GeluErfBackward, Floating, PassThrough)                        \
+  X(GeluTanhBackward, gelu_tanh_backward, GeluTanhBackward, Floating, PassThrough)                 \
+  X(SiluBackward, silu_backward, SiluBackward, Floating, PassThrough)                              \
+  X(SigmoidBackwardFromOutput, sigmoid_backward, SigmoidBackwardFromOutput, Floating, PassThrough) \
+  X(TanhBackwardFromOutput, tanh_backward, TanhBackwardFromOutput, Floating, PassThrough)
+
+// Reductions (kernels: core/cpu/reduce.cpp, cuda/reduce.cu). X(Enum, name, autocast category)
+#define MT_REDUCE_OPS(X)         \
+  X(Sum, sum, Fp32)              \
+  X(Prod, prod, Fp32)            \
+  X(Max, max, PassThrough)       \
+  X(Min, min, PassThrough)       \
+  X(ArgMax, argmax, PassThrough) \
+  X(ArgMin, argmin, PassThrough)
 
 // The integer version of an Arithmetic binary functor (division floors on integers).
 template <typename F>

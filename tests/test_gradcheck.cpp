@@ -73,14 +73,18 @@ TEST_F(Gradcheck, Unary) {
     Tensor (*make)(const mt::Shape&);
   };
   auto any = [](const mt::Shape& s) { return U(s); };
-  const Case cases[] = {
-      {"neg", mt::neg, any},       {"abs", mt::abs, Away},        {"exp", mt::exp, any},
-      {"log", mt::log, Pos},       {"log1p", mt::log1p, Pos},     {"sqrt", mt::sqrt, Pos},
-      {"rsqrt", mt::rsqrt, Pos},   {"sin", mt::sin, any},         {"cos", mt::cos, any},
-      {"tanh", mt::tanh, any},     {"sigmoid", mt::sigmoid, any}, {"relu", mt::relu, Away},
-      {"silu", mt::silu, any},     {"erf", mt::erf, any},         {"reciprocal", mt::reciprocal, Away},
-      {"square", mt::square, any}, {"mish", mt::mish, any},
-  };
+  // Every entry of MT_UNARY_OPS (core/elementwise_math.h) on the inputs its gradcheck column names.
+#define MT_GRADCHECK_Any(name) {#name, mt::name, any},
+#define MT_GRADCHECK_Pos(name) {#name, mt::name, Pos},
+#define MT_GRADCHECK_Away(name) {#name, mt::name, Away},
+#define MT_GRADCHECK_NoGradcheck(name)
+#define MT_GRADCHECK_CASE(Enum, name, F, domain, policy, gradcheck, op) MT_GRADCHECK_##gradcheck(name)
+  const Case cases[] = {MT_UNARY_OPS(MT_GRADCHECK_CASE)};
+#undef MT_GRADCHECK_CASE
+#undef MT_GRADCHECK_NoGradcheck
+#undef MT_GRADCHECK_Away
+#undef MT_GRADCHECK_Pos
+#undef MT_GRADCHECK_Any
   for (const Case& c : cases) check2(c.name, [&](const Tensors& in) { return c.op(in[0]); }, {c.make({2, 3})});
   check2("log1p near -1", [](const Tensors& in) { return mt::log1p(in[0]); }, {U({4}, -0.7, -0.2)});
   check2("softplus", [](const Tensors& in) { return mt::softplus(in[0]); }, {U({2, 4}, -3, 3)});

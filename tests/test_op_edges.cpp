@@ -582,33 +582,23 @@ std::string mismatch(const Tensor& got, const json& want, double tol) {
 using Op = std::function<Tensor(const std::vector<Tensor>&)>;
 
 const std::map<std::string, Op>& unary_ops() {
-  static const std::map<std::string, Op> ops = {
-      {"neg", [](auto& x) { return mt::neg(x[0]); }},
-      {"abs", [](auto& x) { return mt::abs(x[0]); }},
-      {"sign", [](auto& x) { return mt::sign(x[0]); }},
-      {"exp", [](auto& x) { return mt::exp(x[0]); }},
-      {"log", [](auto& x) { return mt::log(x[0]); }},
-      {"log1p", [](auto& x) { return mt::log1p(x[0]); }},
-      {"sqrt", [](auto& x) { return mt::sqrt(x[0]); }},
-      {"rsqrt", [](auto& x) { return mt::rsqrt(x[0]); }},
-      {"sin", [](auto& x) { return mt::sin(x[0]); }},
-      {"cos", [](auto& x) { return mt::cos(x[0]); }},
-      {"tanh", [](auto& x) { return mt::tanh(x[0]); }},
-      {"sigmoid", [](auto& x) { return mt::sigmoid(x[0]); }},
-      {"relu", [](auto& x) { return mt::relu(x[0]); }},
-      {"gelu", [](auto& x) { return mt::gelu(x[0]); }},
-      {"gelu_tanh", [](auto& x) { return mt::gelu(x[0], "tanh"); }},
-      {"silu", [](auto& x) { return mt::silu(x[0]); }},
-      {"softplus", [](auto& x) { return mt::softplus(x[0], 1, 20); }},
-      {"mish", [](auto& x) { return mt::mish(x[0]); }},
-      {"erf", [](auto& x) { return mt::erf(x[0]); }},
-      {"reciprocal", [](auto& x) { return mt::reciprocal(x[0]); }},
-      {"square", [](auto& x) { return mt::square(x[0]); }},
-      {"logical_not", [](auto& x) { return mt::logical_not(x[0]); }},
-      {"pow_scalar", [](auto& x) { return mt::pow(x[0], 3); }},
-      {"clamp", [](auto& x) { return mt::clamp(x[0], 0, 2); }},
-      {"isfinite", [](auto& x) { return mt::isfinite(x[0]); }},
-  };
+  static const std::map<std::string, Op> ops = [] {
+    // The entries of MT_UNARY_OPS (core/elementwise_math.h) with more arguments (Args), then
+    // every other one, called as mt::name(x).
+    std::map<std::string, Op> m = {
+        {"gelu", [](auto& x) { return mt::gelu(x[0]); }},
+        {"gelu_tanh", [](auto& x) { return mt::gelu(x[0], "tanh"); }},
+        {"softplus", [](auto& x) { return mt::softplus(x[0], 1, 20); }},
+        {"pow_scalar", [](auto& x) { return mt::pow(x[0], 3); }},
+        {"clamp", [](auto& x) { return mt::clamp(x[0], 0, 2); }},
+    };
+#define MT_EDGE_UNARY(Enum, name, F, domain, policy, gradcheck, op) \
+  MT_UNARY_IF_ONE_TENSOR(                                           \
+      op, m[#name] = [](auto& x) { return mt::name(x[0]); };)
+    MT_UNARY_OPS(MT_EDGE_UNARY)
+#undef MT_EDGE_UNARY
+    return m;
+  }();
   return ops;
 }
 
@@ -741,12 +731,11 @@ std::string run_case(const Op& op, const json& c, const std::vector<std::string>
 TEST(OpEdgesSweep, EveryListedOpIsSwept) {
   // A new entry of the lists fails here until it has a call above (and torch's counterpart
   // in tools/gen_reference_edges.py, whose run then adds its cases to the fixture).
-#define MT_CHECK_SWEPT_UNARY(Enum, name, F, domain, policy) \
-  EXPECT_TRUE(unary_ops().count(name)) << name << " is not swept";
+#define MT_CHECK_SWEPT_UNARY(Enum, name, ...) EXPECT_TRUE(unary_ops().count(#name)) << #name << " is not swept";
   MT_UNARY_OPS(MT_CHECK_SWEPT_UNARY)
 #undef MT_CHECK_SWEPT_UNARY
-#define MT_CHECK_SWEPT_BINARY(Enum, name, F, domain, policy) \
-  EXPECT_TRUE(std::string(name).ends_with("_backward") || binary_ops().count(name)) << name << " is not swept";
+#define MT_CHECK_SWEPT_BINARY(Enum, name, ...) \
+  EXPECT_TRUE(std::string(#name).ends_with("_backward") || binary_ops().count(#name)) << #name << " is not swept";
   MT_BINARY_OPS(MT_CHECK_SWEPT_BINARY)
 #undef MT_CHECK_SWEPT_BINARY
   std::set<std::string> in_fixture;

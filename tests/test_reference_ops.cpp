@@ -79,26 +79,12 @@ const std::map<std::string, OpFn>& op_table() {
     auto binary = [&](const char* name, Tensor (*f)(const Tensor&, const Tensor&)) {
       t[name] = [f](const Tensors& in, const json&) { return Tensors{f(in[0], in[1])}; };
     };
-    unary("neg", mt::neg);
-    unary("abs", mt::abs);
-    unary("sign", mt::sign);
-    unary("exp", mt::exp);
-    unary("log", mt::log);
-    unary("log1p", mt::log1p);
-    unary("sqrt", mt::sqrt);
-    unary("rsqrt", mt::rsqrt);
-    unary("sin", mt::sin);
-    unary("cos", mt::cos);
-    unary("tanh", mt::tanh);
-    unary("sigmoid", mt::sigmoid);
-    unary("relu", mt::relu);
-    unary("silu", mt::silu);
-    unary("mish", mt::mish);
-    unary("erf", mt::erf);
-    unary("reciprocal", mt::reciprocal);
-    unary("square", mt::square);
-    unary("isfinite", mt::isfinite);
-    unary("logical_not", mt::logical_not);
+    // Every entry of MT_UNARY_OPS (core/elementwise_math.h) called as mt::name(x); the ones
+    // with more arguments (Args) follow.
+#define MT_REFERENCE_UNARY(Enum, name, F, domain, policy, gradcheck, op) \
+  MT_UNARY_IF_ONE_TENSOR(op, unary(#name, mt::name);)
+    MT_UNARY_OPS(MT_REFERENCE_UNARY)
+#undef MT_REFERENCE_UNARY
     t["gelu"] = [](const Tensors& in, const json& a) { return Tensors{mt::gelu(in[0], a.at("approximate"))}; };
     t["softplus"] = [](const Tensors& in, const json& a) {
       return Tensors{mt::softplus(in[0], a.at("beta"), a.at("threshold"))};

@@ -120,6 +120,7 @@ OPS = {
     "silu": lambda x, a: F.silu(x),
     "softplus": lambda x, a: F.softplus(x, beta=a["beta"], threshold=a["threshold"]),
     "mish": lambda x, a: F.mish(x),
+    "logsigmoid": lambda x, a: F.logsigmoid(x),
     "erf": lambda x, a: torch.erf(x),
     "reciprocal": lambda x, a: torch.reciprocal(x),
     "square": lambda x, a: torch.square(x),
@@ -511,6 +512,7 @@ def later_unary_cases():
     # beta x beyond the threshold passes x through (value and gradient).
     add_case(fam, "softplus_beta_threshold", "softplus", [rnd(3, 4, lo=-3, hi=3)], {"beta": 2, "threshold": 1.5})
     add_case(fam, "mish", "mish", [rnd(3, 4, lo=-5, hi=5)])
+    add_case(fam, "logsigmoid", "logsigmoid", [rnd(3, 4, lo=-5, hi=5)])
 
 
 def promotion_table():

@@ -93,7 +93,7 @@ def op_list(macro):
     src = open(os.path.join(ROOT, "core", "elementwise_math.h")).read()
     body = src[src.index("#define " + macro + "(X)"):]
     body = body[:body.index("\n\n")]
-    return [(m.group(1), m.group(2)) for m in re.finditer(r'X\(\w+, "(\w+)", \w+, (\w+)', body)]
+    return [(m.group(1), m.group(2)) for m in re.finditer(r'X\(\w+, (\w+), \w+, (\w+)', body)]
 
 
 UNARY = {
@@ -104,7 +104,7 @@ UNARY = {
                         if x.dtype == torch.float64 else torch.log1p(x)), "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "sin": torch.sin, "cos": torch.cos,
     "tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu, "gelu": F.gelu,
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu,
-    "softplus": lambda x: F.softplus(x, beta=1, threshold=20), "mish": F.mish, "erf": torch.erf,
+    "softplus": lambda x: F.softplus(x, beta=1, threshold=20), "mish": F.mish, "logsigmoid": F.logsigmoid, "erf": torch.erf,
     "reciprocal": torch.reciprocal, "square": torch.square, "logical_not": torch.logical_not,
     # clamp's bounds are >= 0: torch converts a negative bound of a uint8 clamp to uint8 first
     # (clamp(uint8 0, -1, 2) is 2), which Mantissa does not copy (tests/test_op_edges.cpp, item 2).
