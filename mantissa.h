@@ -44,6 +44,7 @@
 #include "nn/pooling.h"
 #include "nn/resnet.h"
 #include "nn/transformer.h"
+#include "nn/upsample.h"
 #include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/adamw.h"
