@@ -9,6 +9,7 @@
 // T in {fp16, bf16, fp32} and float64 for T = fp64. Reduced floats are computed in
 // fp32 and rounded once. Entries that take optional outputs skip undefined ones.
 #pragma once
+#include <cmath>
 #include <cstdint>
 
 #include "core/nn_math.h"
@@ -32,6 +33,50 @@ struct Pool2dGeometry {
   bool count_include_pad = true;  // avg: divide by the window size including padding
   int64_t divisor_override = 0;   // avg: when > 0, divide by this instead
 };
+
+// An interpolation (nn::functional::interpolate, nn::Upsample): input [N, C, IH, IW], output
+// [N, C, OH, OW]; a 1-D input [N, C, L] is IH = OH = 1 with one_d set (only W interpolated).
+// Source coordinates per dim are torch 1.13's (upsample_nearest_source, upsample_linear_tap).
+struct UpsampleGeometry {
+  int64_t N = 0, C = 0, IH = 1, IW = 1, OH = 1, OW = 1;
+  bool linear = false;              // false: nearest; true: linear (1-D) / bilinear (2-D)
+  bool align_corners = false;       // linear only
+  bool one_d = false;               // [N, C, L]
+  double scale_h = 0, scale_w = 0;  // the caller's scale_factor per dim; 0: none (sizes give the scale)
+};
+
+// Nearest: the source of output index d along a dim of `in` -> `out` elements, as torch's CPU
+// kernel: floor(d * scale) in float, scale = 1 / scale_factor when one was given, else in / out.
+MT_HOST_DEVICE int64_t upsample_nearest_source(int64_t d, int64_t in, int64_t out, double scale_factor) {
+  const float scale = scale_factor > 0 ? float(1.0 / scale_factor) : float(in) / float(out);
+  const int64_t s = int64_t(std::floor(float(d) * scale));
+  return s < in - 1 ? s : in - 1;
+}
+
+// Linear: output index d reads in[i0] * l0 + in[i1] * l1. A dim whose size does not change is
+// the identity (torch skips it, even with a scale_factor != 1): i0 = i1 = d, l0 = 1, l1 = 0,
+// `identity` set. Coordinates in A (float for float/half inputs, double for double), as torch.
+template <typename A>
+struct UpsampleTap {
+  int64_t i0, i1;
+  A l0, l1;
+};
+template <typename A>
+MT_HOST_DEVICE UpsampleTap<A> upsample_linear_tap(int64_t d, int64_t in, int64_t out, bool align_corners,
+                                                  double scale_factor) {
+  if (in == out) return {d, d, A(1), A(0)};
+  A scale;
+  if (align_corners)
+    scale = out > 1 ? A(in - 1) / A(out - 1) : A(0);
+  else
+    scale = scale_factor > 0 ? A(1.0 / scale_factor) : A(in) / A(out);
+  A src = align_corners ? scale * A(d) : scale * (A(d) + A(0.5)) - A(0.5);
+  if (src < A(0)) src = A(0);
+  const int64_t i0 = int64_t(src);
+  const int64_t i1 = i0 + (i0 < in - 1 ? 1 : 0);
+  const A l1 = src - A(i0);
+  return {i0, i1, A(1) - l1, l1};
+}
 
 // Scaled dot-product attention over B x H independent problems (batch, head), each
 //   out[i] = sum_j dropout(P)[i, j] v[j],  P = softmax_j(scale * q[i] . k[j] + mask[i, j]),
@@ -131,7 +176,13 @@ struct AttentionGeometry {
   X(gru_cell, (const Tensor& gates_x, const Tensor& gates_h, const Tensor& h, const Tensor& h_out, const Tensor& ws)) \
   /* gh [N, H] the gradient of h_out; writes ggates_x, ggates_h [N, 3H] and gh_prev [N, H] (h's direct part). */      \
   X(gru_cell_backward, (const Tensor& gh, const Tensor& h, const Tensor& ws, const Tensor& ggates_x,                  \
-                        const Tensor& ggates_h, const Tensor& gh_prev))
+                        const Tensor& ggates_h, const Tensor& gh_prev))                                               \
+  /* Interpolation (UpsampleGeometry): y [N, C, OH, OW] from x [N, C, IH, IW] (both T), computed in acc; nearest */   \
+  /* copies x at the source indices, linear blends the two taps per dim (rows first, then between rows). */           \
+  /* Backward: gx [N, C, IH, IW] (overwritten) = the adjoint: every gy element times its weights accumulated */       \
+  /* into its source pixels (in acc, rounded once). */                                                                \
+  X(upsample, (const Tensor& x, const Tensor& y, const UpsampleGeometry& g))                                          \
+  X(upsample_backward, (const Tensor& gy, const Tensor& gx, const UpsampleGeometry& g))
 
 #define MT_NN_FIELD(name, params) void(*name) params;
 #define MT_NN_DECLARATION(name, params) void name params;

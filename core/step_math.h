@@ -1,6 +1,6 @@
 // Per-element math of the optimizer and loss-scaling steps, written once for the CPU and CUDA
 // launchers (core/cpu/amp_step.cpp, core/cpu/grad.cpp, cuda/amp_step.cu, cuda/grad.cu): the
-// checked gradient accumulation, the Adam and SGD updates and the GradScaler's scale update.
+// checked gradient accumulation, the SGD, Adam, RMSprop and Adagrad updates and the GradScaler's scale update.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -73,11 +73,57 @@ struct SgdUpdateT {
   }
 };
 
+// One RMSprop update (torch.optim.RMSprop), optionally centered and with momentum. The fused
+// multiply-adds are where torch 1.13's CPU kernels (AVX2 build) fuse: add(x, alpha=a) is
+// fma(a, x, self) and addcmul(t1, t2, value=v) is fma(v * t1, t2, self); addcdiv(t1, t2,
+// value=v) is self + v * t1 / t2; mul_ rounds on its own. With them the float32 steps equal
+// torch's bit for bit (tests/test_optim_extra.cpp). Unlike the Adam and SGD functors above,
+// whose `a * b + c` the compiler may contract, every rounding here is spelled out.
+template <typename T>
+struct RmsPropUpdateT {
+  T lr, alpha, one_minus_alpha, eps, weight_decay, momentum;
+  bool centered, maximize;
+  // sq: square_avg; buf: momentum_buffer (changed only with momentum > 0); avg: grad_avg
+  // (changed only when centered). Flags as selects, every store unconditional.
+  MT_HOST_DEVICE void operator()(T& w, T g, T& sq, T& buf, T& avg) const {
+    g = maximize ? -g : g;
+    g = weight_decay != T(0) ? std::fma(weight_decay, w, g) : g;   // grad.add(param, alpha=wd)
+    sq = std::fma(one_minus_alpha * g, g, sq * alpha);             // mul_(alpha).addcmul_(g, g, 1 - alpha)
+    const T next_avg = std::fma(one_minus_alpha, g, avg * alpha);  // mul_(alpha).add_(g, alpha=1 - alpha)
+    avg = centered ? next_avg : avg;
+    const T var = centered ? std::fma(-next_avg, next_avg, sq) : sq;  // addcmul(avg, avg, value=-1)
+    const T denom = std::sqrt(var) + eps;
+    // mul_(momentum).addcdiv_(g, denom): the product rounded on its own. Compilers contract a
+    // plain `buf * momentum + q` into one fma (GCC does in C++, nvcc does); fma(buf, momentum,
+    // 0) is the rounded product and is not folded back (it differs from buf * momentum on -0).
+    const T next_buf = std::fma(buf, momentum, T(0)) + g / denom;
+    const bool with_momentum = momentum > T(0);
+    buf = with_momentum ? next_buf : buf;
+    w = with_momentum ? std::fma(-lr, next_buf, w)  // add_(buf, alpha=-lr)
+                      : w + (-lr) * g / denom;      // addcdiv_(g, denom, value=-lr)
+  }
+};
+
+// One Adagrad update (torch.optim.Adagrad, dense gradients); clr = lr / (1 + (t - 1) lr_decay).
+template <typename T>
+struct AdagradUpdateT {
+  T neg_clr, eps, weight_decay;
+  bool maximize;
+  // sum: the accumulated squared gradients (starts at initial_accumulator_value).
+  MT_HOST_DEVICE void operator()(T& w, T g, T& sum) const {
+    g = maximize ? -g : g;
+    g = weight_decay != T(0) ? std::fma(weight_decay, w, g) : g;  // grad.add(param, alpha=wd)
+    sum = std::fma(g, g, sum);                                    // addcmul_(g, g, value=1)
+    const T denom = std::sqrt(sum) + eps;
+    w = w + neg_clr * g / denom;  // addcdiv_(g, std, value=-clr)
+  }
+};
+
 // The hyper-parameters of one parameter group as the fused step kernels receive them
 // (plain data: passed by value to CUDA kernels). The per-step functor is built from it per
 // parameter, on the host (CPU row) or per thread on the device (CUDA row), by the two
 // functions below, so both rows compute identical scalars.
-enum class OptimizerKind : uint8_t { Sgd, Adam };
+enum class OptimizerKind : uint8_t { Sgd, Adam, RmsProp, Adagrad };
 struct OptimizerHyper {
   OptimizerKind kind = OptimizerKind::Sgd;
   double lr = 0, weight_decay = 0;
@@ -87,6 +133,9 @@ struct OptimizerHyper {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // Adam / AdamW
   bool decoupled_weight_decay = false;            // AdamW
   bool amsgrad = false;                           // Adam / AdamW
+  double alpha = 0.99;                            // RMSprop (momentum, eps: the fields above)
+  bool centered = false;                          // RMSprop
+  double lr_decay = 0;                            // Adagrad (eps: the field above)
 };
 
 // Adam's functor at step t (t >= 1: the count including this step). Per-step scalars in
@@ -106,6 +155,20 @@ MT_HOST_DEVICE AdamUpdateT<T> adam_update_for(const OptimizerHyper& h, int64_t t
                         T(std::sqrt(bias_correction2)),
                         h.maximize,
                         h.amsgrad};
+}
+
+// RMSprop's functor (the same at every step).
+template <typename T>
+MT_HOST_DEVICE RmsPropUpdateT<T> rmsprop_update_for(const OptimizerHyper& h) {
+  return RmsPropUpdateT<T>{T(h.lr),           T(h.alpha),    T(1 - h.alpha), T(h.eps),
+                           T(h.weight_decay), T(h.momentum), h.centered,     h.maximize};
+}
+
+// Adagrad's functor at step t (t >= 1): clr in double, as torch computes it on the host.
+template <typename T>
+MT_HOST_DEVICE AdagradUpdateT<T> adagrad_update_for(const OptimizerHyper& h, int64_t t) {
+  const double clr = h.lr / (1 + double(t - 1) * h.lr_decay);
+  return AdagradUpdateT<T>{T(-clr), T(h.eps), T(h.weight_decay), h.maximize};
 }
 
 // SGD's functor; first_step: the momentum buffer starts as the gradient.

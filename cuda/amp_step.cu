@@ -2,8 +2,8 @@
 // core/backend.h), without a host synchronisation anywhere in a training step.
 //
 // Design constraints:
-//  * the per-element math is core/step_math.h's (SgdUpdateT / AdamUpdateT, built
-//    per parameter by sgd_update_for / adam_update_for), exactly what the CPU row runs;
+//  * the per-element math is core/step_math.h's (SgdUpdateT / AdamUpdateT / RmsPropUpdateT /
+//    AdagradUpdateT, built per parameter by their *_update_for), exactly what the CPU row runs;
 //  * the found-inf flag, the loss scale and the step counts are device memory: the step
 //    kernel reads the flag and returns at once when it is set (params, moments, working
 //    copies and step counts untouched), and update_scale adjusts the scale on the device;
@@ -33,7 +33,7 @@ struct NoWorkingCopy {};
 //   t = *step + 1 (the count including this update; incremented later by increment_steps)
 //   g = grad * inv_scale / *scale;  f_t(param, g, state...);  working_copy = round(param)
 // Nothing happens when *found_inf != 0.
-template <typename T, typename W, int N, bool kAdam>
+template <typename T, typename W, int N, math::OptimizerKind kKind>
 __global__ void __launch_bounds__(kStepThreads)
     fused_step_kernel(TensorList list, math::OptimizerHyper hyper, float host_inv_scale, const float* scale,
                       const float* found_inf) {
@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(kStepThreads)
   T* s0 = static_cast<T*>(list.state[0][ti]);
   W* wc = static_cast<W*>(list.working_copy[ti]);
   (void)wc;  // unused without a working copy
-  if constexpr (kAdam) {
+  if constexpr (kKind == math::OptimizerKind::Adam) {
     T* s1 = static_cast<T*>(list.state[1][ti]);
     T* s2 = static_cast<T*>(list.state[2][ti]);
     const math::AdamUpdateT<T> f = math::adam_update_for<T>(hyper, t);
@@ -63,6 +63,30 @@ __global__ void __launch_bounds__(kStepThreads)
       s0[i] = m;
       s1[i] = v;
       if constexpr (N > 2) s2[i] = vmax;
+      if constexpr (!std::is_same_v<W, NoWorkingCopy>) wc[i] = cast_to<W>(wi);
+    }
+  } else if constexpr (kKind == math::OptimizerKind::RmsProp) {
+    // state: square_avg, then momentum_buffer (momentum > 0), then grad_avg (centered).
+    const math::RmsPropUpdateT<T> f = math::rmsprop_update_for<T>(hyper);
+    const bool with_momentum = hyper.momentum > 0;
+    T* buf_p = N > 1 && with_momentum ? static_cast<T*>(list.state[1][ti]) : nullptr;
+    T* avg_p = hyper.centered ? static_cast<T*>(list.state[with_momentum ? 2 : 1][ti]) : nullptr;
+    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+      T wi = w[i], sq = s0[i], buf = buf_p ? buf_p[i] : T(0), avg = avg_p ? avg_p[i] : T(0);
+      f(wi, g[i] * inv_scale, sq, buf, avg);
+      w[i] = wi;
+      s0[i] = sq;
+      if (buf_p) buf_p[i] = buf;
+      if (avg_p) avg_p[i] = avg;
+      if constexpr (!std::is_same_v<W, NoWorkingCopy>) wc[i] = cast_to<W>(wi);
+    }
+  } else if constexpr (kKind == math::OptimizerKind::Adagrad) {
+    const math::AdagradUpdateT<T> f = math::adagrad_update_for<T>(hyper, t);
+    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+      T wi = w[i], sum = s0[i];
+      f(wi, g[i] * inv_scale, sum);
+      w[i] = wi;
+      s0[i] = sum;
       if constexpr (!std::is_same_v<W, NoWorkingCopy>) wc[i] = cast_to<W>(wi);
     }
   } else {
@@ -101,7 +125,7 @@ const float* flag_ptr(const Tensor& t, Device device, const char* what) {
 
 // Launches fused_step_kernel over `tensors` (one master type T, one working-copy type W),
 // in as many launches as the per-launch limits need.
-template <typename T, typename W, int N, bool kAdam>
+template <typename T, typename W, int N, math::OptimizerKind kKind>
 void launch_lists(const std::vector<const FusedStepTensor*>& tensors, const FusedStepArgs& a, const float* scale,
                   const float* found_inf, cudaStream_t stream) {
   std::vector<multi_tensor::TensorEntry> entries;
@@ -118,7 +142,7 @@ void launch_lists(const std::vector<const FusedStepTensor*>& tensors, const Fuse
     entries.push_back(e);
   }
   for (const multi_tensor::Launch& l : multi_tensor::plan_launches(entries)) {
-    fused_step_kernel<T, W, N, kAdam>
+    fused_step_kernel<T, W, N, kKind>
         <<<l.blocks, kStepThreads, 0, stream>>>(l.list, a.hyper, a.inv_scale, scale, found_inf);
     MT_CUDA_CHECK_LAUNCH();
   }
@@ -127,12 +151,21 @@ void launch_lists(const std::vector<const FusedStepTensor*>& tensors, const Fuse
 template <typename T, typename W>
 void launch_for_kind(const std::vector<const FusedStepTensor*>& tensors, const FusedStepArgs& a, const float* scale,
                      const float* found_inf, cudaStream_t stream) {
-  const bool adam = a.hyper.kind == math::OptimizerKind::Adam;
-  if (adam && a.num_state == 3) return launch_lists<T, W, 3, true>(tensors, a, scale, found_inf, stream);
-  if (adam && a.num_state == 2) return launch_lists<T, W, 2, true>(tensors, a, scale, found_inf, stream);
-  if (!adam && a.num_state == 1) return launch_lists<T, W, 1, false>(tensors, a, scale, found_inf, stream);
-  if (!adam && a.num_state == 0) return launch_lists<T, W, 0, false>(tensors, a, scale, found_inf, stream);
-  MT_FAIL("fused_optimizer_step", "internal: ", adam ? "Adam" : "SGD", " with ", a.num_state, " state buffers");
+  using K = math::OptimizerKind;
+  const K kind = a.hyper.kind;
+  if (kind == K::Adam && a.num_state == 3) return launch_lists<T, W, 3, K::Adam>(tensors, a, scale, found_inf, stream);
+  if (kind == K::Adam && a.num_state == 2) return launch_lists<T, W, 2, K::Adam>(tensors, a, scale, found_inf, stream);
+  if (kind == K::Sgd && a.num_state == 1) return launch_lists<T, W, 1, K::Sgd>(tensors, a, scale, found_inf, stream);
+  if (kind == K::Sgd && a.num_state == 0) return launch_lists<T, W, 0, K::Sgd>(tensors, a, scale, found_inf, stream);
+  if (kind == K::RmsProp && a.num_state == 3)
+    return launch_lists<T, W, 3, K::RmsProp>(tensors, a, scale, found_inf, stream);
+  if (kind == K::RmsProp && a.num_state == 2)
+    return launch_lists<T, W, 2, K::RmsProp>(tensors, a, scale, found_inf, stream);
+  if (kind == K::RmsProp && a.num_state == 1)
+    return launch_lists<T, W, 1, K::RmsProp>(tensors, a, scale, found_inf, stream);
+  if (kind == K::Adagrad && a.num_state == 1)
+    return launch_lists<T, W, 1, K::Adagrad>(tensors, a, scale, found_inf, stream);
+  MT_FAIL("fused_optimizer_step", "internal: optimizer kind ", int(kind), " with ", a.num_state, " state buffers");
 }
 
 }  // namespace

@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <optional>
 #include <ostream>
+#include <string>
+#include <vector>
 
 #include "autograd/ops.h"
 #include "core/tensor.h"
@@ -238,6 +240,24 @@ Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Ten
 Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const Tensor& target, double margin = 0.0,
                              Reduction reduction = Reduction::Mean);
 // ==== end of more losses ====
+
+// Resizes x (torch 1.13's F.interpolate, recompute_scale_factor = None): mode "nearest" on
+// [N, C, L] or [N, C, H, W], "linear" on [N, C, L], "bilinear" on [N, C, H, W]. Exactly one of
+// `size` (output spatial sizes) and `scale_factor` (output = floor(input * scale)) is given, one
+// value for every spatial dim or one per dim. The source of output index d along a dim uses
+// scale = 1 / scale_factor when one was given, else in / out: nearest reads floor(d * scale);
+// linear blends the two neighbours of (d + 0.5) * scale - 0.5 (clamped at 0), or d * (in - 1) /
+// (out - 1) with align_corners. A linear dim whose size does not change is copied. Computed in
+// fp32 for fp16/bf16 inputs; autocast passes the input's dtype through (as torch's CUDA lists).
+//   F::interpolate(x, {.size = {64, 64}, .mode = "bilinear", .align_corners = false});
+//   F::interpolate(x, {.scale_factor = {2.0}});   // nearest, x2 in every spatial dim
+struct InterpolateOptions {
+  std::vector<int64_t> size = {};
+  std::vector<double> scale_factor = {};
+  std::string mode = "nearest";
+  std::optional<bool> align_corners = std::nullopt;  // linear modes only (unset: false)
+};
+Tensor interpolate(const Tensor& x, const InterpolateOptions& options);
 
 }  // namespace functional
 

@@ -32,6 +32,10 @@ constexpr Field kFields[] = {
     {"beta2", &ParamGroup::beta2, nullptr},
     {"eps", &ParamGroup::eps, nullptr},
     {"amsgrad", nullptr, &ParamGroup::amsgrad},
+    {"alpha", &ParamGroup::alpha, nullptr},
+    {"centered", nullptr, &ParamGroup::centered},
+    {"lr_decay", &ParamGroup::lr_decay, nullptr},
+    {"initial_accumulator_value", &ParamGroup::initial_accumulator_value, nullptr},
     {"maximize", nullptr, &ParamGroup::maximize},
 };
 
@@ -220,7 +224,8 @@ void Optimizer::step(const StepOptions& opts) {
                    dev, " (move a model before building its optimizer)");
           t.state[k] = buf;
         } else {
-          t.state[k] = zeros(p.sizes(), {p.dtype(), dev});
+          const double init = initial_buffer_value(group, names[k]);
+          t.state[k] = init == 0 ? zeros(p.sizes(), {p.dtype(), dev}) : full(p.sizes(), init, {p.dtype(), dev});
           new_buffers.push_back({i, names[k], t.state[k]});
           fresh_momentum = fresh_momentum || names[k] == "momentum_buffer";
         }

@@ -1,5 +1,5 @@
 // The optimizer base: parameter groups, per-parameter state, zero_grad, the fused step
-// and a serializable state dict. Concrete optimizers (SGD, Adam, AdamW) supply the
+// and a serializable state dict. Concrete optimizers (SGD, Adam, AdamW, RMSprop, Adagrad) supply the
 // per-element update.
 //
 //   mt::optim::SGD opt({{.params = body, .weight_decay = 1e-4},   // group 0
@@ -34,14 +34,18 @@ struct ParamGroup {
   std::vector<Tensor> params = {};
   std::optional<double> lr = std::nullopt;
   std::optional<double> weight_decay = std::nullopt;
-  std::optional<double> momentum = std::nullopt;   // SGD
-  std::optional<double> dampening = std::nullopt;  // SGD
-  std::optional<bool> nesterov = std::nullopt;     // SGD
-  std::optional<double> beta1 = std::nullopt;      // Adam, AdamW
-  std::optional<double> beta2 = std::nullopt;      // Adam, AdamW
-  std::optional<double> eps = std::nullopt;        // Adam, AdamW
-  std::optional<bool> amsgrad = std::nullopt;      // Adam, AdamW
-  std::optional<bool> maximize = std::nullopt;     // every optimizer
+  std::optional<double> momentum = std::nullopt;                   // SGD, RMSprop
+  std::optional<double> dampening = std::nullopt;                  // SGD
+  std::optional<bool> nesterov = std::nullopt;                     // SGD
+  std::optional<double> beta1 = std::nullopt;                      // Adam, AdamW
+  std::optional<double> beta2 = std::nullopt;                      // Adam, AdamW
+  std::optional<double> eps = std::nullopt;                        // Adam, AdamW, RMSprop, Adagrad
+  std::optional<bool> amsgrad = std::nullopt;                      // Adam, AdamW
+  std::optional<double> alpha = std::nullopt;                      // RMSprop (smoothing constant)
+  std::optional<bool> centered = std::nullopt;                     // RMSprop
+  std::optional<double> lr_decay = std::nullopt;                   // Adagrad
+  std::optional<double> initial_accumulator_value = std::nullopt;  // Adagrad
+  std::optional<bool> maximize = std::nullopt;                     // every optimizer
 
   // By name, for schedulers and state dicts ("lr", "momentum", ...; flags read as 0 or 1).
   // get() throws when the field is not set, set() when it is not (not used by the optimizer).
@@ -132,8 +136,9 @@ class Optimizer {
   // multi-tensor pass per group, device and master dtype (core/backend.h FusedStepArgs).
   virtual math::OptimizerHyper step_hyper(const ParamGroup& group) const = 0;
   // The state buffers the kernel updates for a parameter of `group`, in the kernel's order
-  // (SGD: momentum_buffer; Adam: exp_avg, exp_avg_sq[, max_exp_avg_sq]). Missing ones
-  // start at zero and join the state after the step.
+  // (SGD: momentum_buffer; Adam: exp_avg, exp_avg_sq[, max_exp_avg_sq]; RMSprop: square_avg
+  // [, momentum_buffer][, grad_avg]; Adagrad: sum). Missing ones start at
+  // initial_buffer_value() and join the state after the step.
   virtual std::vector<std::string> step_buffers(const ParamGroup& group) const = 0;
   // Throws mantissa::Error when the group's hyper-parameters are invalid.
   virtual void check_group(const ParamGroup& group) const = 0;
@@ -141,6 +146,8 @@ class Optimizer {
   virtual std::vector<std::string> buffer_names() const = 0;
   // Buffers a parameter with state must have under `group`'s hyper-parameters.
   virtual std::vector<std::string> required_buffers(const ParamGroup& group) const = 0;
+  // The value a missing step buffer starts at (Adagrad's "sum": initial_accumulator_value).
+  virtual double initial_buffer_value(const ParamGroup&, const std::string&) const { return 0; }
 
  private:
   std::string name_;

@@ -116,6 +116,29 @@ TEST(CudaAmp, FusedStepMatchesCpu) {
         },
         wc);
     compare_fused_step(
+        "RMSprop centered momentum",
+        [](std::vector<mt::Tensor> ps) {
+          return std::make_unique<optim::RMSprop>(
+              ps, optim::RMSpropOptions{.lr = 1e-2, .weight_decay = 1e-2, .momentum = 0.9, .centered = true});
+        },
+        wc);
+    compare_fused_step(
+        "RMSprop centered",
+        [](std::vector<mt::Tensor> ps) {
+          return std::make_unique<optim::RMSprop>(ps, optim::RMSpropOptions{.lr = 1e-2, .centered = true});
+        },
+        wc);
+    compare_fused_step(
+        "RMSprop plain",
+        [](std::vector<mt::Tensor> ps) { return std::make_unique<optim::RMSprop>(ps, optim::RMSpropOptions{}); }, wc);
+    compare_fused_step(
+        "Adagrad",
+        [](std::vector<mt::Tensor> ps) {
+          return std::make_unique<optim::Adagrad>(
+              ps, optim::AdagradOptions{.lr = 0.1, .lr_decay = 0.01, .initial_accumulator_value = 0.1});
+        },
+        wc);
+    compare_fused_step(
         "AdamW",
         [](std::vector<mt::Tensor> ps) {
           return std::make_unique<optim::AdamW>(ps, optim::AdamWOptions{.lr = 1e-2, .weight_decay = 1e-2});

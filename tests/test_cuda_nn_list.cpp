@@ -83,6 +83,14 @@ Case adaptive_pool_case() {
             return F::adaptive_avg_pool2d(in[0], {3, 4});
           }};
 }
+Case upsample_case() {
+  return {[] {
+            return std::vector<Tensor>{leaf({2, 3, 5, 4})};
+          },
+          [](const auto& in) {
+            return F::interpolate(in[0], {.scale_factor = {1.7, 2.0}, .mode = "bilinear", .align_corners = false});
+          }};
+}
 Case layer_norm_case() {
   return {[] {
             return std::vector<Tensor>{leaf({4, 6}), leaf({6}), leaf({6})};
@@ -170,6 +178,8 @@ const std::map<std::string, Case>& cases() {
       {"lstm_cell_backward", lstm_case()},
       {"gru_cell", gru_case()},
       {"gru_cell_backward", gru_case()},
+      {"upsample", upsample_case()},
+      {"upsample_backward", upsample_case()},
   };
   return c;
 }

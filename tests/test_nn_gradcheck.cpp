@@ -86,6 +86,32 @@ TEST(NnGradcheck, Pools) {
   EXPECT_GRADGRADCHECK(aap, (Inputs{randn({1, 1, 4, 3})}));
 }
 
+TEST(NnGradcheck, Interpolate) {
+  mt::manual_seed(21);
+  struct C {
+    mt::Shape shape;
+    F::InterpolateOptions o;
+  };
+  const std::vector<C> cases = {
+      {{2, 2, 5}, {.size = {9}}},
+      {{1, 2, 7}, {.scale_factor = {0.6}}},
+      {{1, 2, 3, 4}, {.scale_factor = {1.7}}},
+      {{1, 2, 3, 4}, {.size = {7, 5}, .mode = "nearest"}},
+      {{2, 2, 5}, {.size = {8}, .mode = "linear"}},
+      {{1, 2, 6}, {.scale_factor = {1.7}, .mode = "linear", .align_corners = true}},
+      {{1, 2, 3, 4}, {.size = {5, 7}, .mode = "bilinear", .align_corners = false}},
+      {{1, 2, 3, 4}, {.size = {5, 7}, .mode = "bilinear", .align_corners = true}},
+      {{1, 1, 6, 5}, {.size = {4, 2}, .mode = "bilinear"}},
+      {{1, 1, 3, 5}, {.scale_factor = {1.3, 2.5}, .mode = "bilinear"}},
+  };
+  for (const C& c : cases) {
+    SCOPED_TRACE(c.o.mode + " " + std::to_string(c.shape.size()) + "-D");
+    auto fn = [&](const Inputs& in) { return F::interpolate(in[0], c.o); };
+    EXPECT_GRADCHECK(fn, (Inputs{randn(c.shape)}));
+    EXPECT_GRADGRADCHECK(fn, (Inputs{randn(c.shape)}));
+  }
+}
+
 TEST(NnGradcheck, BatchNorm) {
   mt::manual_seed(5);
   for (bool training : {true, false}) {

@@ -74,6 +74,40 @@ struct SgdBody {
   MT_HOST_DEVICE void operator()(T& w, T g, std::array<T, 3>& s) const { f(w, g, s[0]); }
 };
 
+// RMSprop: s[0] square_avg, then momentum_buffer (with momentum) and grad_avg (centered), at
+// the slots kBuf and kAvg (-1: absent, written to a local that is dropped).
+template <typename T, int kBuf, int kAvg>
+struct RmsPropBody {
+  math::RmsPropUpdateT<T> f;
+  MT_HOST_DEVICE void operator()(T& w, T g, std::array<T, 3>& s) const {
+    T unused_buf = T(0), unused_avg = T(0);
+    f(w, g, s[0], kBuf >= 0 ? s[kBuf < 0 ? 0 : kBuf] : unused_buf, kAvg >= 0 ? s[kAvg < 0 ? 0 : kAvg] : unused_avg);
+  }
+};
+template <typename T>
+struct AdagradBody {
+  math::AdagradUpdateT<T> f;
+  MT_HOST_DEVICE void operator()(T& w, T g, std::array<T, 3>& s) const { f(w, g, s[0]); }
+};
+
+template <typename T, int N>
+void rmsprop_tensor(const FusedStepTensor& p, const math::OptimizerHyper& h, T inv_scale) {
+  const math::RmsPropUpdateT<T> f = math::rmsprop_update_for<T>(h);
+  const bool with_momentum = h.momentum > 0;
+  if constexpr (N == 1) {
+    step_tensor<T, 1>(p, inv_scale, RmsPropBody<T, -1, -1>{f});
+  } else if constexpr (N == 2) {
+    if (with_momentum)
+      step_tensor<T, 2>(p, inv_scale, RmsPropBody<T, 1, -1>{f});
+    else
+      step_tensor<T, 2>(p, inv_scale, RmsPropBody<T, -1, 1>{f});
+  } else if constexpr (N == 3) {
+    step_tensor<T, 3>(p, inv_scale, RmsPropBody<T, 1, 2>{f});
+  } else {
+    MT_FAIL("fused_optimizer_step", "internal: RMSprop with ", N, " state buffers");
+  }
+}
+
 template <typename T, int N>
 void step_all(const FusedStepArgs& a, T inv_scale) {
   const math::OptimizerHyper& h = a.hyper;
@@ -82,6 +116,10 @@ void step_all(const FusedStepArgs& a, T inv_scale) {
     const int64_t t = count + 1;
     if (h.kind == math::OptimizerKind::Adam)
       step_tensor<T, N>(p, inv_scale, AdamBody<T>{math::adam_update_for<T>(h, t)});
+    else if (h.kind == math::OptimizerKind::RmsProp)
+      rmsprop_tensor<T, N>(p, h, inv_scale);
+    else if (h.kind == math::OptimizerKind::Adagrad)
+      step_tensor<T, N>(p, inv_scale, AdagradBody<T>{math::adagrad_update_for<T>(h, t)});
     else
       step_tensor<T, N>(p, inv_scale, SgdBody<T>{math::sgd_update_for<T>(h, t == p.first_at_step)});
     count = t;
