@@ -79,11 +79,13 @@ class AnyModule {
 
   template <typename M, typename R, typename... P>
   void bind(std::shared_ptr<M> m, R (M::*fn)(P...)) {
-    bind_function<R, P...>(m, [self = m.get(), fn](P... p) -> R { return (self->*fn)(std::forward<P>(p)...); });
+    bind_function<R, P...>(
+        m, std::function<R(P...)>([self = m.get(), fn](P... p) -> R { return (self->*fn)(std::forward<P>(p)...); }));
   }
   template <typename M, typename R, typename... P>
   void bind(std::shared_ptr<M> m, R (M::*fn)(P...) const) {
-    bind_function<R, P...>(m, [self = m.get(), fn](P... p) -> R { return (self->*fn)(std::forward<P>(p)...); });
+    bind_function<R, P...>(
+        m, std::function<R(P...)>([self = m.get(), fn](P... p) -> R { return (self->*fn)(std::forward<P>(p)...); }));
   }
 
   template <typename R, typename... P>
