@@ -219,7 +219,9 @@ RecurrentLayerOutput recurrent_layer(RecurrentCell cell, const Tensor& gx0, cons
   auto row = [&](int64_t s) { return reverse ? T - 1 - s : s; };
 
   SequenceSaved sv;
-  Tensor out = make_tensor({T, N, H}, gx.dtype(), gx.device());
+  // One node for all outputs: packed = [output rows, h_n, c_n], returned as views.
+  const int64_t rows = T + 1 + (cell == RecurrentCell::Lstm ? 1 : 0);
+  Tensor packed = make_tensor({rows, N, H}, gx.dtype(), gx.device());
   {
     NoGradGuard no_grad;
     const Tensor gxc = launch::contiguous(gx);
@@ -250,15 +252,8 @@ RecurrentLayerOutput recurrent_layer(RecurrentCell cell, const Tensor& gx0, cons
           h_next.copy_(relu(x_t + gh));
           break;
       }
-      out.select(0, row(s)).copy_(h_next);
+      packed.select(0, row(s)).copy_(h_next);
     }
-  }
-  // One node for all outputs: packed = [output rows, h_n, c_n], returned as views.
-  const int64_t rows = T + 1 + (cell == RecurrentCell::Lstm ? 1 : 0);
-  Tensor packed = make_tensor({rows, N, H}, gx.dtype(), gx.device());
-  {
-    NoGradGuard no_grad;
-    packed.narrow(0, 0, T).copy_(out);
     packed.select(0, T).copy_(sv.hs.select(0, T));
     if (cell == RecurrentCell::Lstm) packed.select(0, T + 1).copy_(sv.cs.select(0, T));
   }

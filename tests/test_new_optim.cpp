@@ -6,7 +6,6 @@
 #include <mantissa.h>
 
 #include <cmath>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -21,14 +20,7 @@ using testing::HasSubstr;
 
 namespace {
 
-const json& fixture() {
-  static const json j = [] {
-    std::ifstream f(std::string(MANTISSA_TEST_DIR) + "/fixtures/reference_new_optim.json");
-    EXPECT_TRUE(f.good()) << "missing tests/fixtures/reference_new_optim.json (run tools/gen_reference_new_optim.py)";
-    return json::parse(f);
-  }();
-  return j;
-}
+const json& fixture() { return mt::test::load_fixture("reference_new_optim.json", "tools/gen_reference_new_optim.py"); }
 
 std::vector<double> metrics() {
   std::vector<double> m;

@@ -10,7 +10,6 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -24,14 +23,7 @@ using testing::HasSubstr;
 
 namespace {
 
-const json& fixture() {
-  static const json j = [] {
-    std::ifstream f(std::string(MANTISSA_TEST_DIR) + "/fixtures/reference_new_optim.json");
-    EXPECT_TRUE(f.good()) << "missing tests/fixtures/reference_new_optim.json (run tools/gen_reference_new_optim.py)";
-    return json::parse(f);
-  }();
-  return j;
-}
+const json& fixture() { return mt::test::load_fixture("reference_new_optim.json", "tools/gen_reference_new_optim.py"); }
 
 Tensor load(const json& j) {
   return mt::from_vector(j.at("data").get<std::vector<double>>(), j.at("shape").get<mt::Shape>(),

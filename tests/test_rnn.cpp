@@ -1,8 +1,6 @@
 // RNN, LSTM, GRU and their cells: PyTorch reference values (float64, forward and every
 // gradient, tests/fixtures/reference_rnn.json from tools/gen_reference_rnn.py), float64
 // gradchecks through time, double backward, torch's parameter names, autocast, edges, errors.
-#include <fstream>
-
 #include "autograd/gradcheck.h"
 #include "test_util.h"
 
@@ -15,9 +13,8 @@ using testing::HasSubstr;
 
 namespace {
 
-json load_cases() {
-  std::ifstream in(std::string(MANTISSA_TEST_DIR) + "/fixtures/reference_rnn.json");
-  return json::parse(in).at("cases");
+const json& load_cases() {
+  return mt::test::load_fixture("reference_rnn.json", "tools/gen_reference_rnn.py").at("cases");
 }
 
 Tensor from_json(const json& j, bool grad = false) {

@@ -7,7 +7,6 @@
 #include <mantissa.h>
 
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -21,14 +20,7 @@ using testing::HasSubstr;
 
 namespace {
 
-const json& fixture() {
-  static const json j = [] {
-    std::ifstream f(std::string(MANTISSA_TEST_DIR) + "/fixtures/reference_upsample.json");
-    EXPECT_TRUE(f.good()) << "missing tests/fixtures/reference_upsample.json (run tools/gen_reference_upsample.py)";
-    return json::parse(f);
-  }();
-  return j;
-}
+const json& fixture() { return mt::test::load_fixture("reference_upsample.json", "tools/gen_reference_upsample.py"); }
 
 Tensor load(const json& j, mt::DType dtype) {
   return mt::from_vector(j.at("data").get<std::vector<double>>(), j.at("shape").get<mt::Shape>(), {.dtype = dtype});

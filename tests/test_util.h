@@ -5,6 +5,8 @@
 #include <mantissa.h>
 
 #include <cmath>
+#include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -31,6 +33,17 @@ inline void expect_close_to_reference(const Tensor& got, const nlohmann::json& w
   const std::vector<double> w = want.at("data").get<std::vector<double>>();
   for (size_t i = 0; i < w.size(); ++i)
     ASSERT_NEAR(g[i], w[i], tol * (1 + std::fabs(w[i]))) << what << " element " << i;
+}
+
+// The committed reference fixture tests/fixtures/<name>, parsed once per process; a missing file
+// fails the test naming the generator that writes it.
+inline const nlohmann::json& load_fixture(const std::string& name, const std::string& generator) {
+  static std::map<std::string, nlohmann::json> cache;
+  auto it = cache.find(name);
+  if (it != cache.end()) return it->second;
+  std::ifstream f(std::string(MANTISSA_TEST_DIR) + "/fixtures/" + name);
+  EXPECT_TRUE(f.good()) << "missing tests/fixtures/" << name << " (run " << generator << ")";
+  return cache[name] = f.good() ? nlohmann::json::parse(f) : nlohmann::json::object();
 }
 
 // A two-level module tree (Net > block > fc, and head) for the profiler tests: input [*, 4],
