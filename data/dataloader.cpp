@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <deque>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <numeric>
 #include <random>
@@ -45,10 +45,14 @@ class DataLoader::Epoch {
         options_(owner->options_),
         epoch_(owner->epoch_),
         order_(epoch_order(options_, dataset_->size(), epoch_)),
-        start_(start),
         next_(start),
-        num_batches_(num_batches) {
-    if (options_.prefetch > 0) worker_ = std::thread([this] { run(); });
+        num_batches_(num_batches),
+        capacity_(options_.prefetch * options_.workers),
+        claimed_(start),
+        taken_(start) {
+    if (capacity_ == 0) return;
+    workers_.reserve(size_t(options_.workers));
+    for (int64_t w = 0; w < options_.workers; ++w) workers_.emplace_back([this] { run(); });
   }
 
   ~Epoch() {
@@ -56,34 +60,38 @@ class DataLoader::Epoch {
     if (owner_ && owner_->active_ == this) owner_->active_ = nullptr;
   }
 
-  // Joins the worker; fetch() returns false from now on.
+  // Joins the workers; fetch() returns false from now on.
   void stop() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stop_ = true;
     }
-    not_full_.notify_all();
-    not_empty_.notify_all();
-    if (worker_.joinable()) worker_.join();
+    slot_free_.notify_all();
+    batch_ready_.notify_all();
+    for (std::thread& w : workers_)
+      if (w.joinable()) w.join();
   }
 
-  // Blocks for the next batch; false at the end of the epoch (or once stopped).
+  // Blocks for the next batch in order; false at the end of the epoch (or once stopped).
   // Re-throws an exception raised while loading the batch.
   bool fetch() {
-    if (options_.prefetch == 0) {
-      if (stop_ || next_ >= num_batches_) return false;
+    if (next_ >= num_batches_) return false;
+    if (capacity_ == 0) {
+      if (stop_) return false;
       current_ = load(next_++);
       return true;
     }
     Item item;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      not_empty_.wait(lock, [&] { return stop_ || !queue_.empty() || done_; });
-      if (stop_ || queue_.empty()) return false;
-      item = std::move(queue_.front());
-      queue_.pop_front();
+      batch_ready_.wait(lock, [&] { return stop_ || ready_.count(next_) != 0; });
+      if (stop_) return false;
+      auto it = ready_.find(next_);
+      item = std::move(it->second);
+      ready_.erase(it);
+      ++taken_;
     }
-    not_full_.notify_one();
+    slot_free_.notify_one();
     if (item.error) std::rethrow_exception(item.error);
     current_ = std::move(item.batch);
     ++next_;
@@ -139,6 +147,8 @@ class DataLoader::Epoch {
     }
   }
 
+  // One worker: claims the lowest batch nobody has claimed, loads it, files it under its
+  // number; the consumer takes them in order whichever worker finishes first.
   void run() {
     NoGradGuard no_grad;  // batches are inputs, never part of a graph
     // This thread's CUDA work (page-locked allocations, uploads) belongs to the target GPU:
@@ -149,13 +159,15 @@ class DataLoader::Epoch {
     // consumer's kernels for the same cores.
     omp_set_num_threads(1);
 #endif
-    for (int64_t b = start_; b < num_batches_; ++b) {
+    while (true) {
+      int64_t b;
       {
-        // Wait for a free slot before loading, so at most `prefetch` batches exist
-        // beyond the one the consumer holds (this is the only producer: the slot stays free).
+        // Claim a slot before loading, so at most prefetch * workers batches exist beyond
+        // the one the consumer holds (claimed but not yet taken).
         std::unique_lock<std::mutex> lock(mutex_);
-        not_full_.wait(lock, [&] { return stop_ || int64_t(queue_.size()) < options_.prefetch; });
-        if (stop_) return;
+        slot_free_.wait(lock, [&] { return stop_ || failed_ || claimed_ - taken_ < capacity_; });
+        if (stop_ || failed_ || claimed_ >= num_batches_) return;
+        b = claimed_++;
       }
       Item item;
       try {
@@ -163,20 +175,17 @@ class DataLoader::Epoch {
       } catch (...) {
         item.error = std::current_exception();
       }
-      const bool failed = item.error != nullptr;
       {
         std::lock_guard<std::mutex> lock(mutex_);
         if (stop_) return;
-        queue_.push_back(std::move(item));
+        // After a failure no later batch is claimed: the consumer receives every batch
+        // before it, then the error (the batches claimed earlier still arrive).
+        if (item.error) failed_ = true;
+        ready_.emplace(b, std::move(item));
       }
-      not_empty_.notify_one();
-      if (failed) return;
+      batch_ready_.notify_all();
+      slot_free_.notify_all();
     }
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      done_ = true;
-    }
-    not_empty_.notify_one();
   }
 
   DataLoader* owner_;  // null once the loader has moved on (or is gone)
@@ -184,16 +193,18 @@ class DataLoader::Epoch {
   const DataLoaderOptions options_;
   const int64_t epoch_;
   const std::vector<int64_t> order_;
-  const int64_t start_;  // the first batch of this pass (nonzero when resuming)
-  int64_t next_;         // the next batch the consumer will receive (consumer thread only)
+  int64_t next_;  // the next batch the consumer will receive (consumer thread only)
   const int64_t num_batches_;
+  const int64_t capacity_;  // batches loaded ahead; 0 = load on the consumer's thread
   Batch current_;
 
   std::mutex mutex_;
-  std::condition_variable not_empty_, not_full_;
-  std::deque<Item> queue_;
-  bool stop_ = false, done_ = false;
-  std::thread worker_;  // declared last: started after everything it reads exists
+  std::condition_variable batch_ready_, slot_free_;
+  std::map<int64_t, Item> ready_;  // loaded batches by number, not yet taken
+  int64_t claimed_;                // the next batch a worker will claim
+  int64_t taken_;                  // batches the consumer has taken (guarded, unlike next_)
+  bool stop_ = false, failed_ = false;
+  std::vector<std::thread> workers_;  // declared last: started after everything they read exists
 };
 
 // ---------------------------------------------------------------- Iterator
@@ -245,6 +256,7 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   MT_CHECK(dataset_ != nullptr, "DataLoader", "dataset is null");
   MT_CHECK(options_.batch_size >= 1, "DataLoader", "batch_size must be at least 1, got ", options_.batch_size);
   MT_CHECK(options_.prefetch >= 0, "DataLoader", "prefetch must be non-negative, got ", options_.prefetch);
+  MT_CHECK(options_.workers >= 0, "DataLoader", "workers must be non-negative, got ", options_.workers);
   MT_CHECK(options_.device.is_cpu() || (options_.device.is_cuda() && options_.device.index < cuda_device_count()),
            "DataLoader", "device ", options_.device.str(), " is not available (", cuda_device_count(),
            " CUDA devices found)");

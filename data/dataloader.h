@@ -1,5 +1,5 @@
 // DataLoader: batches of a Dataset, shuffled with its own seeded generator and
-// prepared on one background thread while the consumer trains.
+// prepared on background threads while the consumer trains.
 //
 //   mt::data::TensorDataset train(images, labels);
 //   mt::data::DataLoader loader(train, {.batch_size = 64, .shuffle = true, .seed = 1});
@@ -11,11 +11,13 @@
 // on every run and machine, and each epoch a different one. Breaking out of the
 // loop ends that epoch early (the worker is stopped and joined at once).
 //
-// Threading: one worker thread keeps up to `prefetch` batches queued; it runs with
-// grad recording off and single-threaded OpenMP so it never competes with the
-// consumer's thread pool. An exception thrown while loading a batch is re-thrown
-// on the consumer's thread by the iterator. prefetch = 0 loads on the consumer's
-// thread (no worker), which is handy for debugging.
+// Threading: `workers` threads (default 1) keep up to `prefetch` batches each loaded
+// ahead; batches reach the consumer in order whichever worker finishes first, and are the
+// same batches with any number of workers. Workers run with grad recording off and
+// single-threaded OpenMP so they never compete with the consumer's thread pool. An
+// exception thrown while loading a batch is re-thrown on the consumer's thread by the
+// iterator, after the batches before it. workers = 0 or prefetch = 0 loads on the
+// consumer's thread (no thread), which is handy for debugging.
 //
 // Checkpoints: state() is {seed, epoch, batch}; after set_state(s) the next
 // begin() resumes epoch s.epoch at batch s.batch with the same order.
@@ -38,7 +40,11 @@ struct DataLoaderOptions {
   bool shuffle = false;
   uint64_t seed = 0;
   bool drop_last = false;  // drop a last batch smaller than batch_size
-  int64_t prefetch = 2;    // batches prepared ahead by the worker thread; 0 = no thread
+  int64_t prefetch = 2;    // batches prepared ahead per worker; 0 = no thread
+  // Threads loading batches (torch's num_workers, as threads: a dataset's get/get_batch is
+  // called concurrently and must be safe to call from several threads, as const reads are).
+  // 0 = load on the consumer's thread.
+  int64_t workers = 1;
   // Collates examples into a batch; empty = dataset.get_batch(indices), which stacks
   // (or gathers rows, for TensorDataset).
   std::function<Batch(const std::vector<Example>&)> collate = {};

@@ -565,6 +565,110 @@ TEST(DataLoader, WorkerExceptionIsRethrown) {
   EXPECT_THROW(loader.begin(), Custom);
 }
 
+// Batches that take longer the lower their number, so with several workers later batches
+// finish first: the consumer must still receive them in order.
+struct SlowStartDataset : md::Dataset {
+  int64_t n;
+  mutable std::atomic<int64_t> calls{0};
+  explicit SlowStartDataset(int64_t n) : n(n) {}
+  int64_t size() const override { return n; }
+  md::Example get(int64_t i) const override {
+    ++calls;
+    std::this_thread::sleep_for(std::chrono::microseconds(200 * std::max<int64_t>(0, 20 - i)));
+    return {mt::full({2}, double(i)), mt::scalar_tensor(double(i), {.dtype = mt::kInt64})};
+  }
+};
+
+TEST(DataLoader, WorkersDeliverTheSameBatchesInOrder) {
+  SlowStartDataset ds(40);
+  auto shared = std::shared_ptr<const md::Dataset>(&ds, [](const md::Dataset*) {});
+  // The augmentation draws from a generator seeded by (seed, epoch, batch): with any number
+  // of workers batch b gets the same draw.
+  auto noise = [](md::Batch b, mt::Generator& g) {
+    b.data = b.data + g.uniform();
+    return b;
+  };
+  auto run = [&](int64_t workers, bool shuffle) {
+    md::DataLoader loader(shared, {.batch_size = 3,
+                                   .shuffle = shuffle,
+                                   .seed = 11,
+                                   .prefetch = 2,
+                                   .workers = workers,
+                                   .random_transform = noise});
+    std::vector<std::vector<float>> data;
+    std::vector<std::vector<int64_t>> targets;
+    for (int e = 0; e < 2; ++e)
+      for (auto& [x, y] : loader) {
+        data.push_back(x.to_vector<float>());
+        targets.push_back(y.to_vector<int64_t>());
+      }
+    return std::make_pair(data, targets);
+  };
+  for (bool shuffle : {false, true}) {
+    const auto ref = run(0, shuffle);
+    ASSERT_EQ(ref.second.size(), 28u);  // 14 batches per epoch, 2 epochs
+    if (!shuffle) {
+      EXPECT_EQ(ref.second[1], (std::vector<int64_t>{3, 4, 5}));
+    }
+    for (int64_t workers : {1, 3, 8}) {
+      SCOPED_TRACE("workers " + std::to_string(workers) + (shuffle ? ", shuffled" : ""));
+      EXPECT_EQ(run(workers, shuffle), ref);
+    }
+  }
+}
+
+TEST(DataLoader, WorkersBoundWhatIsLoadedAhead) {
+  CountingDataset ds(1000);
+  md::DataLoader loader(std::shared_ptr<const md::Dataset>(&ds, [](const md::Dataset*) {}),
+                        {.batch_size = 5, .prefetch = 1, .workers = 3});
+  auto it = loader.begin();  // holds batch 0; 3 workers load one batch ahead each and wait
+  for (int i = 0; i < 1000 && ds.calls < 20; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(ds.calls, 20);
+  ++it;
+  for (int i = 0; i < 1000 && ds.calls < 25; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(ds.calls, 25);
+  EXPECT_EQ(it->target.to_vector<int64_t>(), (std::vector<int64_t>{5, 6, 7, 8, 9}));
+}
+
+TEST(DataLoader, WorkerExceptionArrivesAfterTheBatchesBeforeIt) {
+  for (int64_t workers : {2, 4}) {
+    CountingDataset ds(40, /*bad=*/9);  // batch 4 of size 2
+    md::DataLoader loader(std::shared_ptr<const md::Dataset>(&ds, [](const md::Dataset*) {}),
+                          {.batch_size = 2, .workers = workers});
+    std::vector<int64_t> seen;
+    expect_error(
+        [&] {
+          for (auto& [x, y] : loader) {
+            (void)x;
+            seen.push_back(y.to_vector<int64_t>()[0]);
+          }
+        },
+        {"DataLoader", "batch 4", "example 9 is broken"});
+    EXPECT_EQ(seen, (std::vector<int64_t>{0, 2, 4, 6}));
+    ds.bad = -1;
+    EXPECT_EQ(flatten(epoch_targets(loader)).size(), 40u);  // usable again
+  }
+}
+
+TEST(DataLoader, BreakingOutJoinsEveryWorker) {
+  CountingDataset ds(10000);
+  {
+    md::DataLoader loader(std::shared_ptr<const md::Dataset>(&ds, [](const md::Dataset*) {}),
+                          {.batch_size = 4, .prefetch = 2, .workers = 4});
+    for (auto& [x, y] : loader) {
+      (void)x;
+      (void)y;
+      break;
+    }
+  }
+  const int64_t calls = ds.calls;
+  EXPECT_LE(calls, 4 * (1 + 2 * 4));  // the batch held plus 2 per worker, at most
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_EQ(ds.calls, calls);  // nobody is still loading
+}
+
 TEST(DataLoader, CollateAndBatchTransform) {
   CountingDataset ds(6);
   md::DataLoader loader(std::shared_ptr<const md::Dataset>(&ds, [](const md::Dataset*) {}),
@@ -625,6 +729,7 @@ TEST(DataLoader, StateResumesMidEpoch) {
 TEST(DataLoader, OptionErrors) {
   expect_error([] { md::DataLoader(range_dataset(4), {.batch_size = 0}); }, {"batch_size", "0"});
   expect_error([] { md::DataLoader(range_dataset(4), {.prefetch = -1}); }, {"prefetch"});
+  expect_error([] { md::DataLoader(range_dataset(4), {.workers = -2}); }, {"workers", "-2"});
   expect_error([] { md::DataLoader(std::shared_ptr<const md::Dataset>(), {}); }, {"null"});
   if (mt::cuda_device_count() == 0)
     expect_error([] { md::DataLoader(range_dataset(4), {.device = mt::Device::cuda(0)}); },
