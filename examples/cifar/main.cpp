@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   std::string dataset = "auto", data_dir, labels = "fine", amp_name = "off", device_name = "cpu";
   std::string schedule = "cosine", save_path, resume_path, export_path;
   int depth = 20, epochs = 5, stop_after = 0;
-  int64_t batch_size = 128, limit = 0;
+  int64_t batch_size = 128, limit = 0, workers = 1;
   double lr = 0.1, momentum = 0.9, weight_decay = 5e-4, label_smoothing = 0, warmup_epochs = 1;
   uint64_t seed = 0;
   bool no_augment = false;
@@ -95,6 +95,8 @@ int main(int argc, char** argv) {
   app.add_option("--device", device_name, "cpu or cuda[:N]");
   app.add_option("--seed", seed, "random seed (weights, shuffling, augmentation)");
   app.add_flag("--no-augment", no_augment, "train without random crop and flip");
+  app.add_option("--workers", workers, "threads preparing training batches (augmentation, upload); the batches are the same with any count")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--save", save_path, "write a checkpoint here after every epoch");
   app.add_option("--resume", resume_path, "resume from this checkpoint (continues exactly where it was saved)");
   app.add_option("--export", export_path, "write the trained model as ONNX here (after training, or from --resume)");
@@ -119,7 +121,7 @@ int main(int argc, char** argv) {
                    "CIFAR-100 (cifar-100-binary), or install Debian's dataset-fashion-mnist for the default run.\n";
       return 2;
     }
-    // Augmentation and normalization run on the loader's worker thread; the random crop and
+    // Augmentation and normalization run on the loader's worker threads; the random crop and
     // flip are drawn from a generator seeded by (seed, epoch, batch), so a resumed run sees
     // exactly the batches the interrupted one would have.
     md::Compose augment{md::RandomCrop(32, 4), md::RandomHorizontalFlip()};
@@ -132,6 +134,7 @@ int main(int argc, char** argv) {
                                  .shuffle = true,
                                  .seed = seed,
                                  .drop_last = true,  // no tiny last batch for batch norm
+                                 .workers = workers,
                                  .batch_transform = normalize,
                                  .random_transform = no_augment ? md::Compose{} : augment,
                                  .device = device});
