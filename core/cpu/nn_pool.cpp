@@ -5,21 +5,13 @@
 #include <vector>
 
 #include "core/cpu/loops.h"
+#include "core/cpu/plane_loop.h"
 #include "core/nn_kernels.h"
 #include "core/nn_math.h"
 
 namespace mantissa::cpu {
 
 namespace {
-
-// Calls f(plane) for every [H, W] plane of the N * C planes.
-template <typename F>
-void for_each_plane(const Pool2dGeometry& g, int64_t work_per_plane, F&& f) {
-  parallel_for(0, g.N * g.C, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(work_per_plane, 1)),
-               [&](int64_t b, int64_t e) {
-                 for (int64_t p = b; p < e; ++p) f(p);
-               });
-}
 
 // 2x2 windows at stride 2 with no padding or dilation: every window lies inside the input.
 bool is_plain_2x2(const Pool2dGeometry& g) {

@@ -4,19 +4,12 @@
 #include <vector>
 
 #include "core/cpu/loops.h"
+#include "core/cpu/plane_loop.h"
 #include "core/nn_kernels.h"
 
 namespace mantissa::cpu {
 
 namespace {
-
-template <typename F>
-void for_each_plane(const UpsampleGeometry& g, int64_t work_per_plane, F&& f) {
-  parallel_for(0, g.N * g.C, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(work_per_plane, 1)),
-               [&](int64_t b, int64_t e) {
-                 for (int64_t p = b; p < e; ++p) f(p);
-               });
-}
 
 template <typename A>
 std::vector<UpsampleTap<A>> taps(int64_t in, int64_t out, const UpsampleGeometry& g, double scale_factor) {
