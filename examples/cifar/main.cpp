@@ -95,7 +95,8 @@ int main(int argc, char** argv) {
   app.add_option("--device", device_name, "cpu or cuda[:N]");
   app.add_option("--seed", seed, "random seed (weights, shuffling, augmentation)");
   app.add_flag("--no-augment", no_augment, "train without random crop and flip");
-  app.add_option("--workers", workers, "threads preparing training batches (augmentation, upload); the batches are the same with any count")
+  app.add_option("--workers", workers,
+                 "threads preparing training batches (augmentation, upload); the batches are the same with any count")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--save", save_path, "write a checkpoint here after every epoch");
   app.add_option("--resume", resume_path, "resume from this checkpoint (continues exactly where it was saved)");
