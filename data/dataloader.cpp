@@ -48,8 +48,7 @@ class DataLoader::Epoch {
         next_(start),
         num_batches_(num_batches),
         capacity_(options_.prefetch * options_.workers),
-        claimed_(start),
-        taken_(start) {
+        claimed_(start) {
     if (capacity_ == 0) return;
     workers_.reserve(size_t(options_.workers));
     for (int64_t w = 0; w < options_.workers; ++w) workers_.emplace_back([this] { run(); });
@@ -89,12 +88,11 @@ class DataLoader::Epoch {
       auto it = ready_.find(next_);
       item = std::move(it->second);
       ready_.erase(it);
-      ++taken_;
+      ++next_;  // under the lock: the workers' window is counted from it
     }
     slot_free_.notify_one();
     if (item.error) std::rethrow_exception(item.error);
     current_ = std::move(item.batch);
-    ++next_;
     return true;
   }
 
@@ -165,7 +163,7 @@ class DataLoader::Epoch {
         // Claim a slot before loading, so at most prefetch * workers batches exist beyond
         // the one the consumer holds (claimed but not yet taken).
         std::unique_lock<std::mutex> lock(mutex_);
-        slot_free_.wait(lock, [&] { return stop_ || failed_ || claimed_ - taken_ < capacity_; });
+        slot_free_.wait(lock, [&] { return stop_ || failed_ || claimed_ - next_ < capacity_; });
         if (stop_ || failed_ || claimed_ >= num_batches_) return;
         b = claimed_++;
       }
@@ -175,16 +173,17 @@ class DataLoader::Epoch {
       } catch (...) {
         item.error = std::current_exception();
       }
+      const bool failed = item.error != nullptr;
       {
         std::lock_guard<std::mutex> lock(mutex_);
         if (stop_) return;
         // After a failure no later batch is claimed: the consumer receives every batch
         // before it, then the error (the batches claimed earlier still arrive).
-        if (item.error) failed_ = true;
+        if (failed) failed_ = true;
         ready_.emplace(b, std::move(item));
       }
-      batch_ready_.notify_all();
-      slot_free_.notify_all();
+      batch_ready_.notify_one();            // the one consumer
+      if (failed) slot_free_.notify_all();  // the waiting workers stop
     }
   }
 
@@ -193,7 +192,7 @@ class DataLoader::Epoch {
   const DataLoaderOptions options_;
   const int64_t epoch_;
   const std::vector<int64_t> order_;
-  int64_t next_;  // the next batch the consumer will receive (consumer thread only)
+  int64_t next_;  // the next batch the consumer will receive (written by it under mutex_)
   const int64_t num_batches_;
   const int64_t capacity_;  // batches loaded ahead; 0 = load on the consumer's thread
   Batch current_;
@@ -202,7 +201,6 @@ class DataLoader::Epoch {
   std::condition_variable batch_ready_, slot_free_;
   std::map<int64_t, Item> ready_;  // loaded batches by number, not yet taken
   int64_t claimed_;                // the next batch a worker will claim
-  int64_t taken_;                  // batches the consumer has taken (guarded, unlike next_)
   bool stop_ = false, failed_ = false;
   std::vector<std::thread> workers_;  // declared last: started after everything they read exists
 };

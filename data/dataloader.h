@@ -9,7 +9,7 @@
 // Epochs: every begin() starts a new epoch. Epoch e visits the examples in a
 // permutation derived only from (seed, e), so the same seed gives the same order
 // on every run and machine, and each epoch a different one. Breaking out of the
-// loop ends that epoch early (the worker is stopped and joined at once).
+// loop ends that epoch early (the workers are stopped and joined at once).
 //
 // Threading: `workers` threads (default 1) keep up to `prefetch` batches each loaded
 // ahead; batches reach the consumer in order whichever worker finishes first, and are the
