@@ -7,6 +7,7 @@
 #include "amp/autocast.h"
 #include "autograd/op_helpers.h"
 #include "core/index_check.h"
+#include "core/nn_kernels.h"
 
 // Autocast categories of the ops defined here (amp/autocast_policy.h).
 MT_DECLARE_CAST_POLICY(scatter_add, Promote);
@@ -26,6 +27,7 @@ Tensor checked_index(const char* op, const Tensor& index, int64_t n, const Tenso
                             "dimension " + std::to_string(dim) + " of input shape " + x.shape_str());
   return idx;
 }
+Tensor index_select_backward(const Tensor& g, const Shape& shape, int64_t dim, const Tensor& idx);
 }  // namespace
 
 Tensor index_select(const Tensor& x, int64_t dim_in, const Tensor& index) {
@@ -39,15 +41,39 @@ Tensor index_select(const Tensor& x, int64_t dim_in, const Tensor& index) {
   backend_for(x.device()).index_select(launch::contiguous(x), dim, idx, y);
   if (needs_grad({x})) {
     record("index_select", {x}, y, [shape = x.sizes(), dim, idx](const Tensor& g, auto&) {
-      // index_add into zeros: scatter_add with the index broadcast along the other dims.
-      Shape view(g.dim(), 1);
-      view[dim] = idx.numel();
-      Tensor full_idx = idx.reshape(view).expand(g.sizes()).contiguous();
-      return Grads{scatter_add(zeros(shape, {.dtype = g.dtype(), .device = g.device()}), dim, full_idx, g)};
+      return Grads{index_select_backward(g, shape, dim, idx)};
     });
   }
   return y;
 }
+
+namespace {
+// g: x's shape with k = idx.numel() along dim; returns `shape` (x's) with g's slices summed
+// into their index's slice. dim moves to the front ([k, rest], one transposing copy of g when
+// dim != 0) and the embedding-backward kernel sums the rows per index: deterministic, in the
+// accumulation type, and the index is never expanded to g's shape (that was a [k, rest] int64
+// tensor and, on a GPU, a host copy of it). Its own gradient is index_select again.
+Tensor index_select_backward(const Tensor& g, const Shape& shape, int64_t dim, const Tensor& idx) {
+  Shape moved = shape;
+  if (!moved.empty()) std::swap(moved[0], moved[size_t(dim)]);
+  const int64_t n = moved.empty() ? 1 : moved[0];
+  int64_t rest = 1;
+  for (size_t d = 1; d < moved.size(); ++d) rest *= moved[d];
+  Tensor gx;
+  {
+    NoGradGuard guard;
+    Tensor g2 = launch::contiguous(g.dim() ? g.transpose(0, dim) : g).reshape({idx.numel(), rest});
+    Tensor rows = make_tensor({n, rest}, g.dtype(), g.device());
+    nn_kernels_for(g.device(), "index_select").embedding_backward(g2, idx, rows, -1);
+    gx = rows.reshape(moved);
+    if (gx.dim()) gx = gx.transpose(0, dim);
+  }
+  if (needs_grad({g}))
+    record("index_select_backward", {g}, gx,
+           [dim, idx](const Tensor& gg, auto&) { return Grads{index_select(gg, dim, idx)}; });
+  return gx;
+}
+}  // namespace
 
 namespace {
 // The view of t's leading corner with index's sizes in every dim but `dim` (-1: in every dim),

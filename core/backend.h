@@ -65,10 +65,11 @@ struct FusedStepArgs {
   X(unary, (UnaryOp op, const Tensor& in, const Tensor& out, double a, double b), ByOp)                           \
   X(binary, (BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out), ByOp)                             \
   X(where, (const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out), Named)                      \
-  /* in: contiguous [outer, n], or on the CPU launch::reduction_rows' [outer, cols, n] column view      */        \
-  /* (strides {so, 1, ld}); out: contiguous, one value per row. Accumulates in fp32 (fp64 for fp64). */           \
+  /* in: contiguous [outer, n], or launch::reduce's [outer, cols, n] column view (strides {so, 1, ld}, */         \
+  /* every device); out: contiguous, one value per row. Accumulates in fp32 (fp64 for fp64). */                   \
   X(reduce, (ReduceOp op, const Tensor& in, const Tensor& out), ByOp)                                             \
-  /* in: as reduce's; out: the rows' mean and (unbiased by `correction`) variance. */                             \
+  /* in: [outer, n], or on the CPU the column view; out: the rows' mean and (unbiased by `correction`) */         \
+  /* variance. */                                                                                                 \
   X(var_mean, (const Tensor& in, const Tensor& var, const Tensor& mean, int64_t correction), Named)               \
   /* in, out: contiguous [outer, n] or [outer, n, inner] (any floating dtypes); softmax or log_softmax */         \
   /* along n, computed in fp32 (fp64 when either is fp64). The backward is NnKernels::softmax_backward. */        \

@@ -123,13 +123,14 @@ int64_t collapsed_stride(const Shape& sizes, const Shape& st) {
   return inner == 0 ? 1 : inner;
 }
 
-// A CPU reduction over a run of dims followed by kept dims of unit stride (a bias gradient,
-// the backward of a broadcast add, a max or var over dim 0 or over the sequence of [B, T, C]):
-// the [outer, cols, n] view with unit-stride columns, no copy (the CPU kernels reduce columns
-// in place; the transposing copy cost more than the reduction). An undefined tensor when the
-// layout is not that case.
-Tensor column_view(const Tensor& x, const std::vector<int64_t>& dims) {
-  if (!x.device().is_cpu() || dims.empty()) return Tensor();
+// A reduction over a run of dims followed by kept dims of unit stride (a bias gradient, the
+// backward of a broadcast add, a max or var over dim 0 or over the sequence of [B, T, C]):
+// the [outer, cols, n] view with unit-stride columns, no copy (the kernels reduce columns in
+// place; the transposing copy cost more than the reduction). An undefined tensor when the
+// layout is not that case, or on a GPU unless `any_device` (the CUDA reduce kernel reads
+// columns; its var_mean does not).
+Tensor column_view(const Tensor& x, const std::vector<int64_t>& dims, bool any_device) {
+  if (!(any_device || x.device().is_cpu()) || dims.empty()) return Tensor();
   for (size_t i = 1; i < dims.size(); ++i)
     if (dims[i] != dims[i - 1] + 1) return Tensor();  // not one run of dims
   const int64_t first = dims.front(), last = dims.back();
@@ -155,14 +156,18 @@ Tensor column_view(const Tensor& x, const std::vector<int64_t>& dims) {
 }  // namespace
 
 Tensor reduction_rows(const Tensor& x, const std::vector<int64_t>& dims) {
-  Tensor columns = column_view(x, dims);
+  Tensor columns = column_view(x, dims, false);
   if (columns.defined()) return columns;
   Shape kept;
   return move_dims_last(x, dims, kept);
 }
 
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType out_dtype) {
-  Tensor rows = reduction_rows(x, dims);
+  Tensor rows = column_view(x, dims, true);
+  if (!rows.defined()) {
+    Shape kept;
+    rows = move_dims_last(x, dims, kept);
+  }
   if (rows.size(-1) == 0) {
     MT_CHECK(op == ReduceOp::Sum || op == ReduceOp::Prod, op_name(op), "cannot reduce over an empty dimension of ",
              x.shape_str(), " (max/min/argmax have no identity)");

@@ -22,11 +22,12 @@ Tensor unary(UnaryOp op, const Tensor& x, double a = 0, double b = 0);
 Tensor unary_to(UnaryOp op, const Tensor& x, DType out_dtype, double a = 0, double b = 0);
 // Converts a and b to `compute`, broadcasts, and returns out of `out_dtype`.
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, DType compute, DType out_dtype);
-// Reduces `dims` (sorted, wrapped) of x; out dtype `out_dtype`.
+// Reduces `dims` (sorted, wrapped) of x; out dtype `out_dtype`. The kernel reads the column
+// view below on every device (the CPU and CUDA reduce kernels take it), the rows otherwise.
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType out_dtype);
 // x with `dims` moved to the end and made contiguous: a [outer, n] block for row kernels.
 Tensor move_dims_last(const Tensor& x, const std::vector<int64_t>& dims, Shape& kept_sizes);
-// What a reduction kernel reads for x over dims (sorted): the [outer, n] rows of move_dims_last
+// What the var_mean kernel reads for x over dims (sorted): the [outer, n] rows of move_dims_last
 // or, on the CPU where a run of reduced dims is followed by unit-stride kept dims, the
 // [outer, cols, n] view with strides {so, 1, ld} (no copy; the kernels reduce the columns).
 Tensor reduction_rows(const Tensor& x, const std::vector<int64_t>& dims);

@@ -9,12 +9,21 @@
 // untransposed (ld = stride of its first dim); one with unit stride in its first dim (a
 // transposed view) is passed with CUBLAS_OP_T (ld = stride of its last dim); anything else
 // is copied to a contiguous buffer first.
+//
+// A single (unbatched) GEMM with a bias (linear's forward) goes through cuBLASLt with the bias
+// epilogue: the bias is added to the fp32 accumulator in the GEMM's own epilogue and rounded
+// once, without first broadcasting it into C (a full write of the output). Where cuBLASLt has
+// no algorithm for the case, or MANTISSA_CUBLASLT=0, the bias is broadcast into C and the GEMM
+// runs with beta = 1, which rounds the same way.
+#include <cublasLt.h>
 #include <cublas_v2.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -127,14 +136,137 @@ void check_int(int64_t v, const char* what) {
   MT_CHECK(v <= INT_MAX, "matmul", what, " = ", v, " exceeds cuBLAS's 32-bit limit");
 }
 
+// This thread's cuBLAS workspace for (dev, stream), set up by blas_handle.
+void* blas_workspace(int dev, cudaStream_t stream) { return t_handles.lent[size_t(dev)]->workspaces[stream]; }
+
+bool cublaslt_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("MANTISSA_CUBLASLT");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+// One cuBLASLt handle per device (it holds no stream; cuBLASLt handles may be shared by threads).
+cublasLtHandle_t lt_handle(int dev) {
+  static std::array<cublasLtHandle_t, kMaxDevices> handles{};
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  cublasLtHandle_t& h = handles[size_t(dev)];
+  if (!h) MT_CUBLAS_CHECK(cublasLtCreate(&h));
+  return h;
+}
+
+// The largest power of two up to 256 that divides the address: what cuBLASLt's heuristic
+// must assume about a pointer (its default assumes 256, which views at an offset break).
+uint32_t alignment_of(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  uint32_t align = 256;
+  while (align > 1 && a % align != 0) align /= 2;
+  return align;
+}
+
+// The GEMM's shape as cuBLASLt sees it (column-major, see the file comment), and the
+// alignments its algorithm choice depends on: the key of the algorithm cache.
+struct LtKey {
+  int dev;
+  cudaDataType_t type;
+  cublasComputeType_t compute;
+  cublasOperation_t opa, opb;
+  int m, n, k, lda, ldb, ldc;
+  uint32_t align_a, align_b, align_c, align_bias;
+  bool operator==(const LtKey& o) const { return std::memcmp(this, &o, sizeof(LtKey)) == 0; }
+};
+// Compared and hashed as bytes: only 4-byte members, so no padding bytes.
+static_assert(sizeof(LtKey) == 15 * 4, "LtKey must have no padding");
+struct LtKeyHash {
+  size_t operator()(const LtKey& k) const {
+    size_t h = 1469598103934665603ull;
+    const auto* b = reinterpret_cast<const unsigned char*>(&k);
+    for (size_t i = 0; i < sizeof(LtKey); ++i) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+  }
+};
+
+// Owns the descriptors of one cuBLASLt call.
+struct LtDescriptors {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  ~LtDescriptors() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+// C (m x n, column-major) = op(A) op(B) + bias (per row of C) through the bias epilogue.
+// Returns false (nothing launched) where cuBLASLt has no algorithm for the case.
+bool lt_matmul_bias(const LtKey& key, const void* A, const void* B, const void* bias, void* C, cudaStream_t stream) {
+  static std::mutex mutex;
+  static std::unordered_map<LtKey, std::pair<bool, cublasLtMatmulAlgo_t>, LtKeyHash> algos;
+  LtDescriptors d;
+  MT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&d.op, key.compute, CUDA_R_32F));
+  MT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &key.opa, sizeof(key.opa)));
+  MT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &key.opb, sizeof(key.opb)));
+  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  MT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+  MT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  // Stored shapes (before op): A is m x k untransposed, k x m transposed; B likewise k x n / n x k.
+  const bool ta = key.opa != CUBLAS_OP_N, tb = key.opb != CUBLAS_OP_N;
+  MT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.a, key.type, ta ? key.k : key.m, ta ? key.m : key.k, key.lda));
+  MT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.b, key.type, tb ? key.n : key.k, tb ? key.k : key.n, key.ldb));
+  MT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.c, key.type, key.m, key.n, key.ldc));
+  cublasLtMatmulAlgo_t algo{};
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = algos.find(key);
+    if (it == algos.end()) {
+      MT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&d.pref));
+      const uint64_t ws = workspace_bytes(key.dev);
+      // Split-K partial sums only in the fp32 compute type (as CUBLAS_MATH_DISALLOW_REDUCED_
+      // PRECISION_REDUCTION for the cuBLAS path): never reduced in fp16/bf16.
+      const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+      MT_CUBLAS_CHECK(
+          cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+      MT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
+                                                           sizeof(schemes)));
+      const uint32_t align_c = std::min(key.align_c, key.align_bias);
+      MT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                           &key.align_a, sizeof(uint32_t)));
+      MT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                           &key.align_b, sizeof(uint32_t)));
+      MT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
+                                                           sizeof(uint32_t)));
+      MT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c,
+                                                           sizeof(uint32_t)));
+      cublasLtMatmulHeuristicResult_t result{};
+      int found = 0;
+      const cublasStatus_t st =
+          cublasLtMatmulAlgoGetHeuristic(lt_handle(key.dev), d.op, d.a, d.b, d.c, d.c, d.pref, 1, &result, &found);
+      const bool ok = st == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS;
+      it = algos.emplace(key, std::make_pair(ok, result.algo)).first;
+    }
+    if (!it->second.first) return false;
+    algo = it->second.second;
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  MT_CUBLAS_CHECK(cublasLtMatmul(lt_handle(key.dev), d.op, &alpha, A, d.a, B, d.b, &beta, C, d.c, C, d.c, &algo,
+                                 blas_workspace(key.dev, stream), workspace_bytes(key.dev), stream));
+  return true;
+}
+
 }  // namespace
 
 void set_allow_tf32(bool on) { g_allow_tf32.store(on); }
 bool allow_tf32() { return g_allow_tf32.load(); }
 
 // a: [B, M, K], b: [B, K, N] (batch stride may be 0); bias: undefined or [N]; out: contiguous
-// [B, M, N]. The bias is broadcast into C first and the GEMM runs with beta = 1, so cuBLAS adds
-// it in its fp32 compute type and rounds fp16/bf16 once (bias values are exact in out's dtype).
+// [B, M, N]. The bias joins the fp32 accumulator before the one rounding to out's dtype: in
+// cuBLASLt's bias epilogue (B == 1), or broadcast into C with beta = 1 (bias values are exact
+// in out's dtype).
 void matmul(const Tensor& a0, const Tensor& b0, const Tensor& bias, const Tensor& out) {
   const int64_t B = out.size(0), M = out.size(1), N = out.size(2), K = a0.size(2);
   MT_CHECK(out.is_contiguous(), "matmul", "the CUDA kernel expects a contiguous output");
@@ -143,9 +275,11 @@ void matmul(const Tensor& a0, const Tensor& b0, const Tensor& bias, const Tensor
   if (B == 0 || M == 0 || N == 0) return;
   const int dev = out.device().index;
   DeviceGuard g(dev);
-  if (bias.defined()) copy_same_device(make_view(bias, out.sizes(), {0, 0, 1}, bias.offset()), out);
   if (K == 0) {
-    if (!bias.defined()) fill(out, 0);
+    if (bias.defined())
+      copy_same_device(make_view(bias, out.sizes(), {0, 0, 1}, bias.offset()), out);
+    else
+      fill(out, 0);
     return;
   }
   profiler::Range range("cublas matmul");
@@ -176,6 +310,7 @@ void matmul(const Tensor& a0, const Tensor& b0, const Tensor& bias, const Tensor
   const int m = int(N), n = int(M), k = int(K), lda = int(lb.ld), ldb = int(la.ld), ldc = int(N);
 
   if (out.dtype() == DType::Float64) {
+    if (bias.defined()) copy_same_device(make_view(bias, out.sizes(), {0, 0, 1}, bias.offset()), out);
     const double alpha = 1.0, beta = bias.defined() ? 1.0 : 0.0;
     MT_CUBLAS_CHECK(cublasDgemmStridedBatched(h, opa, opb, m, n, k, &alpha, static_cast<const double*>(b.raw_data()),
                                               lda, sb, static_cast<const double*>(a.raw_data()), ldb, sa, &beta,
@@ -198,6 +333,25 @@ void matmul(const Tensor& a0, const Tensor& b0, const Tensor& bias, const Tensor
     default:
       MT_FAIL("matmul", "expected a floating-point tensor, got ", dtype_name(out.dtype()));
   }
+  if (bias.defined() && B == 1 && cublaslt_enabled()) {
+    const LtKey key{.dev = dev,
+                    .type = type,
+                    .compute = compute,
+                    .opa = opa,
+                    .opb = opb,
+                    .m = m,
+                    .n = n,
+                    .k = k,
+                    .lda = lda,
+                    .ldb = ldb,
+                    .ldc = ldc,
+                    .align_a = alignment_of(b.raw_data()),
+                    .align_b = alignment_of(a.raw_data()),
+                    .align_c = alignment_of(out.raw_data()),
+                    .align_bias = alignment_of(bias.raw_data())};
+    if (lt_matmul_bias(key, b.raw_data(), a.raw_data(), bias.raw_data(), out.raw_data(), stream)) return;
+  }
+  if (bias.defined()) copy_same_device(make_view(bias, out.sizes(), {0, 0, 1}, bias.offset()), out);
   const float alpha = 1.0f, beta = bias.defined() ? 1.0f : 0.0f;  // scalars in the compute type (fp32)
   MT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, opa, opb, m, n, k, &alpha, b.raw_data(), type, lda, sb, a.raw_data(),
                                              type, ldb, sa, &beta, out.raw_data(), type, ldc, sc, int(B), compute,

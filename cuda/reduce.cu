@@ -6,9 +6,12 @@
 //
 // Work split: rows of up to 256 elements get one warp each; longer rows one block each;
 // a few very long rows (e.g. a full sum) are cut into chunks reduced by many blocks, whose
-// partial states a second pass combines.
+// partial states a second pass combines. Reductions over leading dims (launch::reduce's
+// [outer, cols, n] column view: bias gradients, broadcast backward, max over dim 0) read the
+// columns in place, planned by core/column_plan.h, with the same two-pass split along n.
 #include <cmath>
 
+#include "core/column_plan.h"
 #include "cuda/kernels.h"
 #include "cuda/loops.cuh"
 #include "cuda/nn_kernels.h"
@@ -159,6 +162,93 @@ void run_reduce(const Tensor& in, const Tensor& out, int64_t rows, int64_t n, co
   launch_rows(plan_rows(rows, chunks, dev), rows, op, StateSrc<S>{partial, chunks}, OutDst<Out, Op>{y, op}, stream);
 }
 
+// Column reduction of launch::reduce's view x [outer, cols, n] (strides {so, 1, ld}): the
+// plan and the thread geometry are core/column_plan.h's. Each block combines, per column, the
+// states of its chunk of n: its kColumnDepth thread rows' partial states in shared memory, in
+// row order. dst gets index (o * gridDim.y + chunk) * cols + c: the output [outer, cols] when
+// there is one chunk, the partial states [outer, chunks, cols] otherwise.
+template <typename T, typename Op>
+struct ColumnSrc {
+  const T* x;
+  int64_t so, ld;
+  Op op;
+  __device__ typename Op::State get(int64_t o, int64_t c, int64_t i) const {
+    return op.load(cast_to<red_acc_t<T>>(x[o * so + c + i * ld]), i);
+  }
+};
+
+template <typename S>
+struct ColumnStateSrc {  // partial states [outer, chunks, cols], combined over the chunks
+  const S* p;
+  int64_t chunks, cols;
+  __device__ S get(int64_t o, int64_t c, int64_t i) const { return p[(o * chunks + i) * cols + c]; }
+};
+
+template <typename Op, typename Src, typename Dst>
+__global__ void __launch_bounds__(column_reduce::kColumnWidth* column_reduce::kColumnDepth)
+    reduce_columns_kernel(column_reduce::ColumnPlan plan, int64_t outer, int64_t cols, int64_t n, Op op, Src src,
+                          Dst dst) {
+  using namespace column_reduce;
+  using S = typename Op::State;
+  static_assert(sizeof(S) <= 16, "state too large for the shared buffer");
+  __shared__ alignas(16) unsigned char raw[kColumnDepth * kColumnWidth * 16];
+  S* part = reinterpret_cast<S*>(raw);
+  const int64_t c = int64_t(blockIdx.x) * kColumnWidth + threadIdx.x;
+  int64_t begin = 0, end = 0;
+  column_chunk_range(plan, int64_t(blockIdx.y), n, begin, end);
+  for (int64_t o = blockIdx.z; o < outer; o += gridDim.z) {
+    S s = op.identity();
+    if (c < cols)
+      for (int64_t i = begin + threadIdx.y; i < end; i += kColumnDepth) s = op.combine(s, src.get(o, c, i));
+    part[threadIdx.y * kColumnWidth + threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < cols) {
+      for (int k = 1; k < kColumnDepth; ++k) s = op.combine(s, part[k * kColumnWidth + threadIdx.x]);
+      dst.put((o * int64_t(gridDim.y) + blockIdx.y) * cols + c, s);
+    }
+    __syncthreads();  // `part` is reused by the next o
+  }
+}
+
+template <typename Src, typename Dst, typename Op>
+void launch_columns(const column_reduce::ColumnPlan& p, int64_t outer, int64_t cols, int64_t n, const Op& op,
+                    const Src& src, const Dst& dst, cudaStream_t s) {
+  const dim3 grid(unsigned(p.grid_x), unsigned(p.grid_y), unsigned(p.grid_z));
+  const dim3 block(column_reduce::kColumnWidth, column_reduce::kColumnDepth);
+  reduce_columns_kernel<<<grid, block, 0, s>>>(p, outer, cols, n, op, src, dst);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+// in: the column view [outer, cols, n]; out: contiguous [outer * cols]. No transposing copy
+// of the input (a bias gradient or the backward of a broadcast add reads its gradient once).
+template <typename T, typename Out, typename Op>
+void run_reduce_columns(const Tensor& in, const Tensor& out, const Op& op) {
+  const int64_t outer = in.size(0), cols = in.size(1), n = in.size(2);
+  const int dev = in.device().index;
+  const cudaStream_t stream = current_stream(dev);
+  const int64_t wanted = 4 * int64_t(device_properties(dev).multiProcessorCount);
+  const column_reduce::ColumnPlan p = column_reduce::plan_columns(outer, cols, n, wanted);
+  const ColumnSrc<T, Op> src{dptr<const T>(in), in.stride(0), in.stride(2), op};
+  if (p.chunks == 1) {
+    launch_columns(p, outer, cols, n, op, src, OutDst<Out, Op>{dptr<Out>(out), op}, stream);
+    return;
+  }
+  using S = typename Op::State;
+  Tensor tmp = make_tensor({int64_t(sizeof(S)) * outer * p.chunks * cols}, DType::UInt8, in.device());
+  launch_columns(p, outer, cols, n, op, src, StateDst<S>{dptr<S>(tmp)}, stream);
+  const column_reduce::ColumnPlan p2 = column_reduce::plan_columns(outer, cols, p.chunks, 0);
+  launch_columns(p2, outer, cols, p.chunks, op, ColumnStateSrc<S>{dptr<const S>(tmp), p.chunks, cols},
+                 OutDst<Out, Op>{dptr<Out>(out), op}, stream);
+}
+
+template <typename T, typename Out, typename Op>
+void run_any(bool columns, const Tensor& in, const Tensor& out, int64_t rows, int64_t n, const Op& op) {
+  if (columns)
+    run_reduce_columns<T, Out>(in, out, op);
+  else
+    run_reduce<T, Out>(in, out, rows, n, op);
+}
+
 // in: [rows, n] contiguous; var, mean: [rows]. Two passes over the row (mean, then the
 // squared deviations), as the CPU does.
 template <typename T>
@@ -295,8 +385,10 @@ void reduce(ReduceOp op, const Tensor& in, const Tensor& out) {
   int64_t rows, n;
   row_geometry(in, out, rows, n);
   if (rows == 0) return;
-  MT_CHECK(n > 0, "reduce", "cannot reduce an empty row on the GPU");  // launch::reduce fills these
-  MT_CHECK(in.is_contiguous(), "reduce", "the CUDA kernel expects a contiguous [rows, n] input");
+  MT_CHECK(n > 0, "reduce", "cannot reduce an empty row on the GPU");         // launch::reduce fills these
+  const bool columns = in.dim() == 3 && in.stride(1) == 1 && in.size(1) > 1;  // launch::reduce's column view
+  MT_CHECK(columns || in.is_contiguous(), "reduce",
+           "the CUDA kernel expects a contiguous [rows, n] input or the [outer, cols, n] column view");
   DeviceGuard g(in.device().index);
   dispatch_all(in.dtype(), [&]<typename T>() {
     using Acc = red_acc_t<T>;
@@ -312,22 +404,22 @@ void reduce(ReduceOp op, const Tensor& in, const Tensor& out) {
     switch (op) {
       case ReduceOp::Sum:
         expect(std::is_same_v<SumOut, T> ? in.dtype() : DType::Int64);
-        return run_reduce<T, SumOut>(in, out, rows, n, SumOp<Acc>{});
+        return run_any<T, SumOut>(columns, in, out, rows, n, SumOp<Acc>{});
       case ReduceOp::Prod:
         expect(in.dtype());
-        return run_reduce<T, T>(in, out, rows, n, ProdOp<Acc>{});
+        return run_any<T, T>(columns, in, out, rows, n, ProdOp<Acc>{});
       case ReduceOp::Max:
         expect(in.dtype());
-        return run_reduce<T, T>(in, out, rows, n, ExtremeOp<Acc, true, false>{});
+        return run_any<T, T>(columns, in, out, rows, n, ExtremeOp<Acc, true, false>{});
       case ReduceOp::Min:
         expect(in.dtype());
-        return run_reduce<T, T>(in, out, rows, n, ExtremeOp<Acc, false, false>{});
+        return run_any<T, T>(columns, in, out, rows, n, ExtremeOp<Acc, false, false>{});
       case ReduceOp::ArgMax:
         expect(DType::Int64);
-        return run_reduce<T, int64_t>(in, out, rows, n, ExtremeOp<Acc, true, true>{});
+        return run_any<T, int64_t>(columns, in, out, rows, n, ExtremeOp<Acc, true, true>{});
       case ReduceOp::ArgMin:
         expect(DType::Int64);
-        return run_reduce<T, int64_t>(in, out, rows, n, ExtremeOp<Acc, false, true>{});
+        return run_any<T, int64_t>(columns, in, out, rows, n, ExtremeOp<Acc, false, true>{});
     }
   });
 }

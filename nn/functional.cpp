@@ -66,15 +66,9 @@ Tensor linear(const Tensor& x0, const Tensor& w0, const Tensor& b0) {
       Tensor gx, gw, gb;
       if (need[0]) gx = matmul(g2, w).reshape(x.sizes());
       if (need[1]) gw = matmul(g2.t(), x.reshape({M, K}));
-      if (need[2]) {
-        // The bias gradient sums g2's columns. On a GPU a [1, M] x [M, N] GEMM does it in
-        // place of the transposing copy a reduction over dim 0 makes there (fp32
-        // accumulation, one rounding, as sum's); the CPU sums leading dims without a copy.
-        if (g2.device().is_cpu())
-          gb = sum(g2, {0});
-        else
-          gb = matmul(ones({1, g2.size(0)}, {.dtype = g2.dtype(), .device = g2.device()}), g2).reshape({N});
-      }
+      // The bias gradient sums g2's columns in place (the column reduction of every device:
+      // no transposing copy; fp32 accumulation, one rounding).
+      if (need[2]) gb = sum(g2, {0});
       return Grads{gx, gw, gb};
     });
   }

@@ -2,10 +2,12 @@
 // (tools/gpu-check.sh runs them; every case skips without a GPU): the fused step over a
 // parameter spanning many launches, no host synchronisation in an fp16 AMP GPT step, a
 // tensor of more than 2^31 elements, the sticky index error, non_blocking uploads, a
-// pinned upload to another device, and CPU-vs-GPU for backward kernels.
+// pinned upload to another device, 200 forced overflows against the CPU row's scaler, and
+// CPU-vs-GPU for backward kernels.
 #include <gtest/gtest.h>
 #include <mantissa.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -117,6 +119,62 @@ TEST(CudaHostSync, NoSynchronisationInAnFp16AmpGptStep) {
   EXPECT_EQ(c.device_to_host_copies, 0);
   mt::cuda::synchronize(0);
   EXPECT_EQ(mt::host_sync_counts(kGpu).synchronizations, 1);  // the counter does count
+}
+
+// 200 forced overflows in a row (the scale backs off from 2^16 to the 2^-126 floor and stays
+// there for ~60 steps), then clean steps: the GPU's device-side scaler must skip every
+// overflowing step exactly as the CPU row does (scale, counters, untouched parameters, no NaN
+// weight) and apply the first clean steps from the floor scale.
+TEST(CudaScaler, TwoHundredForcedOverflowsMatchTheCpuRow) {
+  REQUIRE_GPU();
+  mt::manual_seed(3);
+  mt::nn::Sequential cpu_net(mt::nn::Linear(16, 32), mt::nn::ReLU(), mt::nn::Linear(32, 4));
+  mt::nn::Sequential gpu_net(mt::nn::Linear(16, 32), mt::nn::ReLU(), mt::nn::Linear(32, 4));
+  gpu_net.load_state_dict(cpu_net.state_dict());
+  gpu_net.to(kGpu);
+  mt::optim::AdamW cpu_opt(cpu_net.parameters(), {.lr = 1e-2}), gpu_opt(gpu_net.parameters(), {.lr = 1e-2});
+  mt::amp::GradScaler cpu_scaler({.init_scale = 65536}), gpu_scaler({.init_scale = 65536});
+  const mt::Tensor x = mt::randn({8, 16}), y = mt::randn({8, 4});
+  std::vector<std::vector<float>> initial;
+  for (const mt::Tensor& p : cpu_net.parameters()) initial.push_back(p.to_vector<float>());
+  auto step = [](mt::nn::Sequential& net, mt::optim::AdamW& opt, mt::amp::GradScaler& scaler, const mt::Tensor& x,
+                 const mt::Tensor& y, bool overflow) {
+    opt.zero_grad();
+    mt::Tensor loss;
+    {
+      mt::amp::Autocast ac(mt::kHalf);
+      loss = F::mse_loss(net.forward(x), y);
+    }
+    scaler.backward(overflow ? loss * INFINITY : loss);
+    scaler.step(opt);
+    scaler.update();
+  };
+  const mt::Tensor gx = x.to(kGpu), gy = y.to(kGpu);
+  for (int i = 0; i < 200; ++i) {
+    step(cpu_net, cpu_opt, cpu_scaler, x, y, true);
+    step(gpu_net, gpu_opt, gpu_scaler, gx, gy, true);
+  }
+  EXPECT_EQ(cpu_scaler.scale(), mt::amp::kMinScale);
+  EXPECT_EQ(gpu_scaler.scale(), cpu_scaler.scale());
+  EXPECT_EQ(gpu_scaler.skipped_steps(), 200);
+  EXPECT_EQ(gpu_scaler.growth_tracker(), cpu_scaler.growth_tracker());
+  EXPECT_EQ(gpu_scaler.state_dict().scalars, cpu_scaler.state_dict().scalars);  // scale and every counter
+  const std::vector<mt::Tensor> gp = gpu_net.parameters();
+  for (size_t i = 0; i < gp.size(); ++i) EXPECT_EQ(gp[i].to(kCpu).to_vector<float>(), initial[i]) << "param " << i;
+  for (int i = 0; i < 3; ++i) {
+    step(cpu_net, cpu_opt, cpu_scaler, x, y, false);
+    step(gpu_net, gpu_opt, gpu_scaler, gx, gy, false);
+  }
+  EXPECT_EQ(gpu_scaler.skipped_steps(), 200);
+  EXPECT_EQ(gpu_scaler.scale(), cpu_scaler.scale());
+  const std::vector<mt::Tensor> cp = cpu_net.parameters();
+  for (size_t i = 0; i < gp.size(); ++i) {
+    const mt::Tensor g = gp[i].to(kCpu);
+    const std::vector<float> v = g.to_vector<float>();
+    EXPECT_TRUE(std::all_of(v.begin(), v.end(), [](float e) { return std::isfinite(e); })) << "param " << i;
+    EXPECT_NE(v, initial[i]) << "param " << i << " did not train";
+    EXPECT_LT(max_abs_diff(g, cp[i]), 1e-3) << "param " << i;  // fp16 GEMMs sum in another order
+  }
 }
 
 TEST(CudaLarge, MoreThan2Pow31HalfElements) {

@@ -254,6 +254,17 @@ TEST(Module, BatchNormRunningStatistics) {
   cum(mt::from_vector<float>({5, 7}, {2, 1}));
   EXPECT_NEAR(cum.running_mean.item<float>(), (2 + 6) / 2.0, 1e-6);
   EXPECT_NEAR(cum.running_var.item<float>(), 2.0, 1e-6);  // unbiased var of each batch is 2
+  // The count is kept on the host (no read-back per step on a GPU) but follows the buffer: a
+  // write to it (as load_state_dict makes) is seen by the next forward. Count 3 -> factor 1/4.
+  cum.num_batches_tracked.fill_(3);
+  cum(mt::from_vector<float>({12, 12}, {2, 1}));
+  EXPECT_NEAR(cum.running_mean.item<float>(), 4.0 + (12 - 4.0) / 4, 1e-6);
+  EXPECT_EQ(cum.num_batches_tracked.item<int64_t>(), 4);
+  cum(mt::from_vector<float>({1, 1}, {2, 1}));  // count 5 from the host copy
+  EXPECT_NEAR(cum.running_mean.item<float>(), 6.0 + (1 - 6.0) / 5, 1e-6);
+  cum.reset_running_stats();
+  cum(mt::from_vector<float>({2, 4}, {2, 1}));  // count 1 again: the mean is the batch's
+  EXPECT_NEAR(cum.running_mean.item<float>(), 3.0, 1e-6);
   EXPECT_NE(error_of([&] { bn(mt::zeros({3, 2, 2, 2})); }).find("BatchNorm1d"), std::string::npos);
 }
 
