@@ -343,6 +343,40 @@ TEST(CudaReduce, AllOpsAllPathsMatchCpu) {
     }
 }
 
+// Reductions over leading dims read the column view in place (cuda/reduce.cu's column kernel,
+// core/column_plan.h): one chunk, n split into chunks with a second pass, several outer
+// indices, column counts that are not a multiple of 32, and a strided (transposed) input.
+TEST(CudaReduce, ColumnsMatchCpu) {
+  REQUIRE_GPU();
+  // [n, cols] over dim 0; [outer, n, cols] over dim 1; [a, b, cols] over dims {0, 1}.
+  const std::vector<std::pair<mt::Shape, mt::Shape>> cases = {{{40, 70}, {0}},      {{16384, 768}, {0}},
+                                                              {{3, 5000, 33}, {1}}, {{4, 512, 96}, {0, 1}},
+                                                              {{100000, 2}, {0}},   {{2, 3, 70000, 5}, {2}}};
+  for (const auto& [shape, dims] : cases)
+    for (mt::DType t : {mt::kFloat32, mt::kFloat16, mt::kBFloat16, mt::kFloat64, mt::kInt64}) {
+      const bool fl = mt::is_floating(t);
+      const mt::Tensor xs = fl ? host_randn(shape, t) : host_ints(shape, t, 1000);
+      const mt::Tensor xi = host_ints(shape, t, 50);  // ties for max and argmax
+      const mt::Tensor xg = xs.to(kGpu), xig = xi.to(kGpu);
+      const std::string what = mt::dtype_name(t) + std::string(" ") + xs.shape_str();
+      int64_t n = 1;
+      for (int64_t d : dims) n *= shape[size_t(d)];
+      expect_close(mt::sum(xg, dims).to(kCpu), mt::sum(xs, dims), fl ? sum_tol(t, n) : Tol{0, 0}, "sum " + what);
+      expect_close(mt::amax(xig, dims).to(kCpu), mt::amax(xi, dims), Tol{0, 0}, "amax " + what);
+      if (dims.size() == 1)
+        expect_close(mt::argmax(xig, dims[0]).to(kCpu), mt::argmax(xi, dims[0]), Tol{0, 0}, "argmax " + what);
+    }
+  // A transposed view: the reduced dim has unit stride, so this one goes through the rows.
+  const mt::Tensor x = host_randn({300, 70}, mt::kFloat32);
+  expect_close(mt::sum(x.to(kGpu).t(), {1}).to(kCpu), mt::sum(x.t(), {1}), sum_tol(mt::kFloat32, 300), "sum of x^T");
+  // NaN wins a column's max on both devices.
+  mt::Tensor xn = host_randn({5000, 40}, mt::kFloat32);
+  xn.narrow(0, 4321, 1).narrow(1, 7, 1).fill_(NAN);
+  const std::vector<float> m = mt::amax(xn.to(kGpu), {0}).to(kCpu).to_vector<float>();
+  EXPECT_TRUE(std::isnan(m[7]));
+  EXPECT_FALSE(std::isnan(m[6]));
+}
+
 TEST(CudaReduce, ProdAndNanAndBool) {
   REQUIRE_GPU();
   using R = mt::ReduceOp;
