@@ -287,15 +287,25 @@ void for_each_row(const Shape& shape_in, const std::array<Shape, N>& strides_in,
   for (int64_t d = 0; d < nd - 1; ++d) rows *= shape[d];
   int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(inner, 1));
   parallel_for(0, rows, grain, [&](int64_t b, int64_t e) {
+    // The multi-index of row b by one division chain per task, then an odometer: a chain of
+    // 64-bit divisions per row cost more than a short row's copy (a [B, T, H, E] -> [B, H, T, E]
+    // head split moves rows of E = 32 elements).
+    Shape idx(size_t(std::max<int64_t>(nd - 1, 0)), 0);
+    std::array<int64_t, N> off{};
+    int64_t rem = b;
+    for (int64_t d = nd - 2; d >= 0; --d) {
+      idx[size_t(d)] = rem % shape[d];
+      rem /= shape[d];
+      for (size_t k = 0; k < N; ++k) off[k] += idx[size_t(d)] * st[k][d];
+    }
     for (int64_t r = b; r < e; ++r) {
-      std::array<int64_t, N> off{};
-      int64_t rem = r;
-      for (int64_t d = nd - 2; d >= 0; --d) {
-        int64_t i = rem % shape[d];
-        rem /= shape[d];
-        for (size_t k = 0; k < N; ++k) off[k] += i * st[k][d];
-      }
       body(off, inner, inner_st);
+      for (int64_t d = nd - 2; d >= 0; --d) {
+        for (size_t k = 0; k < N; ++k) off[k] += st[k][d];
+        if (++idx[size_t(d)] < shape[d]) break;
+        for (size_t k = 0; k < N; ++k) off[k] -= shape[d] * st[k][d];
+        idx[size_t(d)] = 0;
+      }
     }
   });
 }
