@@ -290,7 +290,22 @@ void for_each_row(const Shape& shape_in, const std::array<Shape, N>& strides_in,
     // The multi-index of row b by one division chain per task, then an odometer: a chain of
     // 64-bit divisions per row cost more than a short row's copy (a [B, T, H, E] -> [B, H, T, E]
     // head split moves rows of E = 32 elements).
-    Shape idx(size_t(std::max<int64_t>(nd - 1, 0)), 0);
+    // (Coalesced layouts have few dims; a deeper one takes the division chain per row.)
+    constexpr int64_t kMaxOuter = 16;
+    if (nd - 1 > kMaxOuter) {
+      for (int64_t r = b; r < e; ++r) {
+        std::array<int64_t, N> off{};
+        int64_t rem = r;
+        for (int64_t d = nd - 2; d >= 0; --d) {
+          const int64_t i = rem % shape[d];
+          rem /= shape[d];
+          for (size_t k = 0; k < N; ++k) off[k] += i * st[k][d];
+        }
+        body(off, inner, inner_st);
+      }
+      return;
+    }
+    std::array<int64_t, kMaxOuter> idx{};
     std::array<int64_t, N> off{};
     int64_t rem = b;
     for (int64_t d = nd - 2; d >= 0; --d) {
