@@ -27,27 +27,7 @@ Tensor checked_index(const char* op, const Tensor& index, int64_t n, const Tenso
                             "dimension " + std::to_string(dim) + " of input shape " + x.shape_str());
   return idx;
 }
-Tensor index_select_backward(const Tensor& g, const Shape& shape, int64_t dim, const Tensor& idx);
-}  // namespace
 
-Tensor index_select(const Tensor& x, int64_t dim_in, const Tensor& index) {
-  MT_CHECK(index.dim() <= 1, "index_select", "index must be 0-D or 1-D, got shape ", index.shape_str());
-  launch::check_same_device("index_select", {x, index});
-  int64_t dim = wrap_dim(dim_in, x.dim(), "index_select");
-  Tensor idx = checked_index("index_select", index, x.dim() ? x.size(dim) : 1, x, dim).reshape({-1});
-  Shape shape = x.sizes();
-  if (x.dim()) shape[dim] = idx.numel();
-  Tensor y = make_tensor(shape, x.dtype(), x.device());
-  backend_for(x.device()).index_select(launch::contiguous(x), dim, idx, y);
-  if (needs_grad({x})) {
-    record("index_select", {x}, y, [shape = x.sizes(), dim, idx](const Tensor& g, auto&) {
-      return Grads{index_select_backward(g, shape, dim, idx)};
-    });
-  }
-  return y;
-}
-
-namespace {
 // g: x's shape with k = idx.numel() along dim; returns `shape` (x's) with g's slices summed
 // into their index's slice. dim moves to the front ([k, rest], one transposing copy of g when
 // dim != 0) and the embedding-backward kernel sums the rows per index: deterministic, in the
@@ -74,6 +54,23 @@ Tensor index_select_backward(const Tensor& g, const Shape& shape, int64_t dim, c
   return gx;
 }
 }  // namespace
+
+Tensor index_select(const Tensor& x, int64_t dim_in, const Tensor& index) {
+  MT_CHECK(index.dim() <= 1, "index_select", "index must be 0-D or 1-D, got shape ", index.shape_str());
+  launch::check_same_device("index_select", {x, index});
+  int64_t dim = wrap_dim(dim_in, x.dim(), "index_select");
+  Tensor idx = checked_index("index_select", index, x.dim() ? x.size(dim) : 1, x, dim).reshape({-1});
+  Shape shape = x.sizes();
+  if (x.dim()) shape[dim] = idx.numel();
+  Tensor y = make_tensor(shape, x.dtype(), x.device());
+  backend_for(x.device()).index_select(launch::contiguous(x), dim, idx, y);
+  if (needs_grad({x})) {
+    record("index_select", {x}, y, [shape = x.sizes(), dim, idx](const Tensor& g, auto&) {
+      return Grads{index_select_backward(g, shape, dim, idx)};
+    });
+  }
+  return y;
+}
 
 namespace {
 // The view of t's leading corner with index's sizes in every dim but `dim` (-1: in every dim),

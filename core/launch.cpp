@@ -153,21 +153,20 @@ Tensor column_view(const Tensor& x, const std::vector<int64_t>& dims, bool any_d
   return make_view(x, {outer, cols, n}, {so, 1, ld}, x.offset());
 }
 
-}  // namespace
-
-Tensor reduction_rows(const Tensor& x, const std::vector<int64_t>& dims) {
-  Tensor columns = column_view(x, dims, false);
+// The column view where it applies (on a GPU only when `any_device`), else the rows.
+Tensor columns_or_rows(const Tensor& x, const std::vector<int64_t>& dims, bool any_device) {
+  Tensor columns = column_view(x, dims, any_device);
   if (columns.defined()) return columns;
   Shape kept;
   return move_dims_last(x, dims, kept);
 }
 
+}  // namespace
+
+Tensor reduction_rows(const Tensor& x, const std::vector<int64_t>& dims) { return columns_or_rows(x, dims, false); }
+
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType out_dtype) {
-  Tensor rows = column_view(x, dims, true);
-  if (!rows.defined()) {
-    Shape kept;
-    rows = move_dims_last(x, dims, kept);
-  }
+  Tensor rows = columns_or_rows(x, dims, true);
   if (rows.size(-1) == 0) {
     MT_CHECK(op == ReduceOp::Sum || op == ReduceOp::Prod, op_name(op), "cannot reduce over an empty dimension of ",
              x.shape_str(), " (max/min/argmax have no identity)");

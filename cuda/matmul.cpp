@@ -147,14 +147,13 @@ bool cublaslt_enabled() {
   return on;
 }
 
-// One cuBLASLt handle per device (it holds no stream; cuBLASLt handles may be shared by threads).
+// One cuBLASLt handle per device (it holds no stream; cuBLASLt handles may be shared by
+// threads), created on first use without a lock on later calls.
 cublasLtHandle_t lt_handle(int dev) {
   static std::array<cublasLtHandle_t, kMaxDevices> handles{};
-  static std::mutex mutex;
-  std::lock_guard<std::mutex> lock(mutex);
-  cublasLtHandle_t& h = handles[size_t(dev)];
-  if (!h) MT_CUBLAS_CHECK(cublasLtCreate(&h));
-  return h;
+  static std::array<std::once_flag, kMaxDevices> created;
+  std::call_once(created[size_t(dev)], [&] { MT_CUBLAS_CHECK(cublasLtCreate(&handles[size_t(dev)])); });
+  return handles[size_t(dev)];
 }
 
 // The largest power of two up to 256 that divides the address: what cuBLASLt's heuristic
@@ -275,9 +274,11 @@ void matmul(const Tensor& a0, const Tensor& b0, const Tensor& bias, const Tensor
   if (B == 0 || M == 0 || N == 0) return;
   const int dev = out.device().index;
   DeviceGuard g(dev);
+  // The bias broadcast into every row of out (C of a beta = 1 GEMM).
+  auto bias_into_out = [&] { copy_same_device(make_view(bias, out.sizes(), {0, 0, 1}, bias.offset()), out); };
   if (K == 0) {
     if (bias.defined())
-      copy_same_device(make_view(bias, out.sizes(), {0, 0, 1}, bias.offset()), out);
+      bias_into_out();
     else
       fill(out, 0);
     return;
@@ -310,7 +311,7 @@ void matmul(const Tensor& a0, const Tensor& b0, const Tensor& bias, const Tensor
   const int m = int(N), n = int(M), k = int(K), lda = int(lb.ld), ldb = int(la.ld), ldc = int(N);
 
   if (out.dtype() == DType::Float64) {
-    if (bias.defined()) copy_same_device(make_view(bias, out.sizes(), {0, 0, 1}, bias.offset()), out);
+    if (bias.defined()) bias_into_out();
     const double alpha = 1.0, beta = bias.defined() ? 1.0 : 0.0;
     MT_CUBLAS_CHECK(cublasDgemmStridedBatched(h, opa, opb, m, n, k, &alpha, static_cast<const double*>(b.raw_data()),
                                               lda, sb, static_cast<const double*>(a.raw_data()), ldb, sa, &beta,
@@ -351,7 +352,7 @@ void matmul(const Tensor& a0, const Tensor& b0, const Tensor& bias, const Tensor
                     .align_bias = alignment_of(bias.raw_data())};
     if (lt_matmul_bias(key, b.raw_data(), a.raw_data(), bias.raw_data(), out.raw_data(), stream)) return;
   }
-  if (bias.defined()) copy_same_device(make_view(bias, out.sizes(), {0, 0, 1}, bias.offset()), out);
+  if (bias.defined()) bias_into_out();
   const float alpha = 1.0f, beta = bias.defined() ? 1.0f : 0.0f;  // scalars in the compute type (fp32)
   MT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, opa, opb, m, n, k, &alpha, b.raw_data(), type, lda, sb, a.raw_data(),
                                              type, ldb, sa, &beta, out.raw_data(), type, ldc, sc, int(B), compute,

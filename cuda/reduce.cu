@@ -140,7 +140,7 @@ void launch_rows(const RowPlan& p, int64_t rows, const Op& op, const Src& src, c
 }
 
 template <typename T, typename Out, typename Op>
-void run_reduce(const Tensor& in, const Tensor& out, int64_t rows, int64_t n, const Op& op) {
+void run_reduce_rows(const Tensor& in, const Tensor& out, int64_t rows, int64_t n, const Op& op) {
   const int dev = in.device().index;
   const cudaStream_t stream = current_stream(dev);
   const T* x = dptr<const T>(in);
@@ -241,12 +241,15 @@ void run_reduce_columns(const Tensor& in, const Tensor& out, const Op& op) {
                  OutDst<Out, Op>{dptr<Out>(out), op}, stream);
 }
 
+// launch::reduce's column view [outer, cols, n] (strides {so, 1, ld}), or else contiguous rows.
+bool is_column_view(const Tensor& in) { return in.dim() == 3 && in.stride(1) == 1 && in.size(1) > 1; }
+
 template <typename T, typename Out, typename Op>
-void run_any(bool columns, const Tensor& in, const Tensor& out, int64_t rows, int64_t n, const Op& op) {
-  if (columns)
+void run_reduce(const Tensor& in, const Tensor& out, int64_t rows, int64_t n, const Op& op) {
+  if (is_column_view(in))
     run_reduce_columns<T, Out>(in, out, op);
   else
-    run_reduce<T, Out>(in, out, rows, n, op);
+    run_reduce_rows<T, Out>(in, out, rows, n, op);
 }
 
 // in: [rows, n] contiguous; var, mean: [rows]. Two passes over the row (mean, then the
@@ -385,9 +388,8 @@ void reduce(ReduceOp op, const Tensor& in, const Tensor& out) {
   int64_t rows, n;
   row_geometry(in, out, rows, n);
   if (rows == 0) return;
-  MT_CHECK(n > 0, "reduce", "cannot reduce an empty row on the GPU");         // launch::reduce fills these
-  const bool columns = in.dim() == 3 && in.stride(1) == 1 && in.size(1) > 1;  // launch::reduce's column view
-  MT_CHECK(columns || in.is_contiguous(), "reduce",
+  MT_CHECK(n > 0, "reduce", "cannot reduce an empty row on the GPU");  // launch::reduce fills these
+  MT_CHECK(is_column_view(in) || in.is_contiguous(), "reduce",
            "the CUDA kernel expects a contiguous [rows, n] input or the [outer, cols, n] column view");
   DeviceGuard g(in.device().index);
   dispatch_all(in.dtype(), [&]<typename T>() {
@@ -404,22 +406,22 @@ void reduce(ReduceOp op, const Tensor& in, const Tensor& out) {
     switch (op) {
       case ReduceOp::Sum:
         expect(std::is_same_v<SumOut, T> ? in.dtype() : DType::Int64);
-        return run_any<T, SumOut>(columns, in, out, rows, n, SumOp<Acc>{});
+        return run_reduce<T, SumOut>(in, out, rows, n, SumOp<Acc>{});
       case ReduceOp::Prod:
         expect(in.dtype());
-        return run_any<T, T>(columns, in, out, rows, n, ProdOp<Acc>{});
+        return run_reduce<T, T>(in, out, rows, n, ProdOp<Acc>{});
       case ReduceOp::Max:
         expect(in.dtype());
-        return run_any<T, T>(columns, in, out, rows, n, ExtremeOp<Acc, true, false>{});
+        return run_reduce<T, T>(in, out, rows, n, ExtremeOp<Acc, true, false>{});
       case ReduceOp::Min:
         expect(in.dtype());
-        return run_any<T, T>(columns, in, out, rows, n, ExtremeOp<Acc, false, false>{});
+        return run_reduce<T, T>(in, out, rows, n, ExtremeOp<Acc, false, false>{});
       case ReduceOp::ArgMax:
         expect(DType::Int64);
-        return run_any<T, int64_t>(columns, in, out, rows, n, ExtremeOp<Acc, true, true>{});
+        return run_reduce<T, int64_t>(in, out, rows, n, ExtremeOp<Acc, true, true>{});
       case ReduceOp::ArgMin:
         expect(DType::Int64);
-        return run_any<T, int64_t>(columns, in, out, rows, n, ExtremeOp<Acc, false, true>{});
+        return run_reduce<T, int64_t>(in, out, rows, n, ExtremeOp<Acc, false, true>{});
     }
   });
 }

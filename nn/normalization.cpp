@@ -45,13 +45,10 @@ Tensor BatchNorm::forward(const Tensor& x) {
   double factor = options.momentum.value_or(0.0);
   if (is_training() && options.track_running_stats) {
     NoGradGuard guard;
-    const int64_t count = options.momentum ? 0 : tracked_count() + 1;
-    num_batches_tracked.add_(1);
-    if (!options.momentum) {
-      factor = 1.0 / double(count);
-      host_count_ = count;
-      counted_version_ = num_batches_tracked.version();
-    }
+    if (options.momentum)
+      num_batches_tracked.add_(1);
+    else
+      factor = 1.0 / double(count_batch());
   }
   // Batch statistics in training, or always when no running statistics are kept.
   const bool use_batch = is_training() || !options.track_running_stats;
@@ -60,12 +57,14 @@ Tensor BatchNorm::forward(const Tensor& x) {
                                 use_batch, factor, options.eps);
 }
 
-int64_t BatchNorm::tracked_count() {
+int64_t BatchNorm::count_batch() {
   if (!counted_buffer_.is_same(num_batches_tracked) || counted_version_ != num_batches_tracked.version()) {
     host_count_ = num_batches_tracked.item<int64_t>();
     counted_buffer_ = num_batches_tracked;
   }
-  return host_count_;
+  num_batches_tracked.add_(1);
+  counted_version_ = num_batches_tracked.version();
+  return ++host_count_;
 }
 
 std::string BatchNorm::extra_repr() const {

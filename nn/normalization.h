@@ -33,11 +33,12 @@ class BatchNorm : public Module {
   BatchNorm(int64_t num_features, const BatchNormOptions& options, const char* name, int64_t min_dim, int64_t max_dim);
 
  private:
-  // The batch count for momentum = nullopt (the cumulative average's factor 1 / count), kept
-  // on the host: reading num_batches_tracked every forward would be a device-to-host copy per
-  // step on a GPU. Valid while the buffer is the same tensor at the same version; a load, a
+  // Counts a training batch into num_batches_tracked and returns the new count (the factor of
+  // momentum = nullopt's cumulative average is 1 / count). The count is mirrored on the host:
+  // reading the buffer every forward would be a device-to-host copy per step on a GPU. The
+  // mirror holds while the buffer is the same tensor at the version this wrote; a load, a
   // move to another device or a user's write re-reads it once.
-  int64_t tracked_count();
+  int64_t count_batch();
   int64_t host_count_ = 0;
   Tensor counted_buffer_;
   uint64_t counted_version_ = 0;

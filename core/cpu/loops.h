@@ -289,37 +289,29 @@ void for_each_row(const Shape& shape_in, const std::array<Shape, N>& strides_in,
   parallel_for(0, rows, grain, [&](int64_t b, int64_t e) {
     // The multi-index of row b by one division chain per task, then an odometer: a chain of
     // 64-bit divisions per row cost more than a short row's copy (a [B, T, H, E] -> [B, H, T, E]
-    // head split moves rows of E = 32 elements).
-    // (Coalesced layouts have few dims; a deeper one takes the division chain per row.)
-    constexpr int64_t kMaxOuter = 16;
-    if (nd - 1 > kMaxOuter) {
-      for (int64_t r = b; r < e; ++r) {
-        std::array<int64_t, N> off{};
-        int64_t rem = r;
-        for (int64_t d = nd - 2; d >= 0; --d) {
-          const int64_t i = rem % shape[d];
-          rem /= shape[d];
-          for (size_t k = 0; k < N; ++k) off[k] += i * st[k][d];
-        }
-        body(off, inner, inner_st);
-      }
-      return;
+    // head split moves rows of E = 32 elements). The index lives on the stack; only a layout
+    // of more than 16 outer dims after coalescing (none in practice) allocates it.
+    std::array<int64_t, 16> small{};
+    Shape deep;
+    int64_t* idx = small.data();
+    if (nd - 1 > int64_t(small.size())) {
+      deep.assign(size_t(nd - 1), 0);
+      idx = deep.data();
     }
-    std::array<int64_t, kMaxOuter> idx{};
     std::array<int64_t, N> off{};
     int64_t rem = b;
     for (int64_t d = nd - 2; d >= 0; --d) {
-      idx[size_t(d)] = rem % shape[d];
+      idx[d] = rem % shape[d];
       rem /= shape[d];
-      for (size_t k = 0; k < N; ++k) off[k] += idx[size_t(d)] * st[k][d];
+      for (size_t k = 0; k < N; ++k) off[k] += idx[d] * st[k][d];
     }
     for (int64_t r = b; r < e; ++r) {
       body(off, inner, inner_st);
       for (int64_t d = nd - 2; d >= 0; --d) {
         for (size_t k = 0; k < N; ++k) off[k] += st[k][d];
-        if (++idx[size_t(d)] < shape[d]) break;
+        if (++idx[d] < shape[d]) break;
         for (size_t k = 0; k < N; ++k) off[k] -= shape[d] * st[k][d];
-        idx[size_t(d)] = 0;
+        idx[d] = 0;
       }
     }
   });
