@@ -136,6 +136,12 @@ Profile::Profile() {
   origin_ =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
   gpu_timer_ = gpu_timer();
+  // The first CPU op on this thread is charged what was allocated since the start, as every later
+  // op is charged what was allocated since the previous one ended: the output its caller made
+  // before the kernel's range opened (a linear's) counts for the first op too.
+  ThreadState& ts = thread_state();
+  ts.alloc_mark = int64_t(allocator_stats(Device::cpu()).allocated_total);
+  ts.alloc_device = Device::cpu();
   recording_ = true;
   set_recorder(this);
 }

@@ -74,11 +74,11 @@ struct Problem {
       } else {
         A mx = kNegInf;
 #pragma omp simd reduction(max : mx)
-        for (int64_t j = 0; j < nk; ++j) mx = std::max(mx, s[j]);
+        for (int64_t j = 0; j < nk; ++j) mx = s[j] > mx ? s[j] : mx;  // not std::max (stays scalar)
         A sum = 0;
         if (mx != kNegInf) {
 #pragma omp simd reduction(+ : sum)
-          for (int64_t j = 0; j < nk; ++j) sum += math::exp_acc(s[j] - mx);
+          for (int64_t j = 0; j < nk; ++j) sum += math::exp_shifted_acc(s[j] - mx);
         }
         row_lse = mx == kNegInf ? kNegInf : mx + std::log(sum);
         new_lse[r] = row_lse;
@@ -88,7 +88,7 @@ struct Problem {
         continue;
       }
 #pragma omp simd
-      for (int64_t j = 0; j < nk; ++j) s[j] = math::exp_acc(s[j] - row_lse);
+      for (int64_t j = 0; j < nk; ++j) s[j] = math::exp_shifted_acc(s[j] - row_lse);
     }
   }
 

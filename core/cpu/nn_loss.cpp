@@ -19,11 +19,14 @@ template <typename A, typename T>
 void row_shift(const T* x, int64_t C, A& mx, A& ls) {
   mx = -std::numeric_limits<A>::infinity();
 #pragma omp simd reduction(max : mx)
-  for (int64_t c = 0; c < C; ++c) mx = std::max(mx, cast_to<A>(x[c]));
+  for (int64_t c = 0; c < C; ++c) {
+    const A v = cast_to<A>(x[c]);
+    mx = v > mx ? v : mx;  // not std::max: its reference return keeps the loop scalar
+  }
   mx = math::softmax_shift(mx);
   A sum = 0;
 #pragma omp simd reduction(+ : sum)
-  for (int64_t c = 0; c < C; ++c) sum += math::exp_acc(cast_to<A>(x[c]) - mx);
+  for (int64_t c = 0; c < C; ++c) sum += math::exp_shifted_acc(cast_to<A>(x[c]) - mx);
   ls = std::log(sum);
 }
 
@@ -101,13 +104,13 @@ void cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tens
         if (w) {  // NOLINT(bugprone-branch-clone): as above
 #pragma omp simd
           for (int64_t c = 0; c < C; ++c) {
-            const A p = math::exp_acc((cast_to<A>(x[c]) - mx) - ls);
+            const A p = math::exp_shifted_acc((cast_to<A>(x[c]) - mx) - ls);
             gx[c] = cast_to<T>(g * math::cross_entropy_grad(p, c == tc, k.a, k.target_term, k.smooth * w[c]));
           }
         } else {
 #pragma omp simd
           for (int64_t c = 0; c < C; ++c) {
-            const A p = math::exp_acc((cast_to<A>(x[c]) - mx) - ls);
+            const A p = math::exp_shifted_acc((cast_to<A>(x[c]) - mx) - ls);
             gx[c] = cast_to<T>(g * math::cross_entropy_grad(p, c == tc, k.a, k.target_term, k.smooth));
           }
         }

@@ -17,7 +17,7 @@ enum class OpKind { Matmul, Conv };
 
 // Whether `op` in dtype `t` goes to oneDNN. MANTISSA_CPU_ISA (read once) decides:
 //   eigen   never (the Eigen path, as when oneDNN is not built in);
-//   onednn  every dtype oneDNN implements (fp32, bf16), whatever the CPU;
+//   onednn  every dtype oneDNN implements on this CPU (fp32; bf16 from AVX-512 on);
 //   auto    (unset) fp32, and bf16 where the CPU has bf16 dot products (AVX512-BF16 or AMX:
 //           oneDNN picks at run time); elsewhere bf16 stays on Eigen's widen-compute-round.
 // DNNL_MAX_CPU_ISA caps what oneDNN may use (and so what "auto" sees).

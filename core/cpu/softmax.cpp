@@ -1,7 +1,7 @@
 // CPU softmax / log_softmax along the middle dim of a contiguous [outer, n, inner] view,
 // forward and backward, without a transposing copy: with inner == 1 a task walks whole rows,
 // otherwise it walks a block of kCols adjacent columns down the n dim, vectorized across them.
-// Every loop is `omp simd` over math::exp_acc (the vectorizable exp) and reads bf16 through
+// Every loop is `omp simd` over math::exp_shifted_acc (the vectorizable exp of x <= 0) and reads bf16 through
 // its bits, so a bf16 input feeding the fp32 softmax of autocast is widened in registers.
 // log_softmax is (x - max) - log(sum): x - (max + log(sum)) loses log(sum) for huge logits.
 #include <cmath>
@@ -47,44 +47,55 @@ void for_each_block(const SoftmaxDims& d, F body) {
                });
 }
 
-// One row p[0..n) -> q[0..n) (inner == 1).
+// The sum of e[0..n): its own loop over fp32 memory, so that the order of the additions, and so
+// the rounding, does not depend on the input's dtype (a bf16 input under autocast gives the
+// softmax of its fp32 copy bit for bit) or on how the exp loop was vectorized.
+inline float sum_floats(const float* e, int64_t n) {
+  float sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i) sum += e[i];
+  return sum;
+}
+
+// One row p[0..n) -> q[0..n) (inner == 1). float: the exps go to the fp32 output or to a stack
+// buffer in chunks of kRowBuffer and are summed from there; double: libm's exp, summed in place.
 template <typename Acc, typename T, typename O>
 void softmax_row(const T* p, O* q, int64_t n, bool log) {
   Acc mx = -std::numeric_limits<Acc>::infinity();
 #pragma omp simd reduction(max : mx)
-  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, load_acc<Acc>(p, i));
+  for (int64_t i = 0; i < n; ++i) {
+    const Acc v = load_acc<Acc>(p, i);
+    mx = v > mx ? v : mx;  // std::max's reference return keeps the reduction scalar on AVX2
+  }
   mx = math::softmax_shift(mx);  // a row of -inf: avoid inf - inf
   Acc sum = 0;
-  if constexpr (std::is_same_v<O, Acc>) {
-    if (!log) {  // keep the exps in the output and scale them in place
-#pragma omp simd reduction(+ : sum)
-      for (int64_t i = 0; i < n; ++i) {
-        const Acc v = math::exp_acc(load_acc<Acc>(p, i) - mx);
-        q[i] = v;
-        sum += v;
-      }
-      const Acc inv = Acc(1) / sum;
+  if constexpr (std::is_same_v<Acc, float>) {
+    alignas(64) float buffer[kRowBuffer];
+    const bool in_output = std::is_same_v<O, float> && !log;  // keep the exps and scale them in place
+    for (int64_t s = 0; s < n; s += kRowBuffer) {
+      const int64_t m = std::min(kRowBuffer, n - s);
+      float* e = in_output ? reinterpret_cast<float*>(q) + s : buffer;
 #pragma omp simd
-      for (int64_t i = 0; i < n; ++i) q[i] *= inv;
+      for (int64_t i = 0; i < m; ++i) e[i] = math::exp_shifted(load_acc<Acc>(p, s + i) - mx);
+      sum += sum_floats(e, m);
+    }
+    if (in_output) {
+      const float inv = 1.0f / sum;
+      float* y = reinterpret_cast<float*>(q);
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) y[i] *= inv;
       return;
     }
-  }
-  if constexpr (std::is_same_v<Acc, float>) {
-    if (!log && n <= kRowBuffer) {  // a narrow output: the exps in an fp32 buffer, one exp per element
-      alignas(64) float e[kRowBuffer];
-#pragma omp simd reduction(+ : sum)
-      for (int64_t i = 0; i < n; ++i) {
-        e[i] = math::exp_acc(load_acc<Acc>(p, i) - mx);
-        sum += e[i];
-      }
+    if (!log && n <= kRowBuffer) {  // a narrow output: the one chunk's exps are still in the buffer
       const float inv = 1.0f / sum;
 #pragma omp simd
-      for (int64_t i = 0; i < n; ++i) store_acc(q, i, e[i] * inv);
+      for (int64_t i = 0; i < n; ++i) store_acc(q, i, buffer[i] * inv);
       return;
     }
-  }
+  } else {
 #pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < n; ++i) sum += math::exp_acc(load_acc<Acc>(p, i) - mx);
+    for (int64_t i = 0; i < n; ++i) sum += math::exp_shifted_acc(load_acc<Acc>(p, i) - mx);
+  }
   if (log) {
     const Acc ls = std::log(sum);
 #pragma omp simd
@@ -92,7 +103,7 @@ void softmax_row(const T* p, O* q, int64_t n, bool log) {
   } else {
     const Acc inv = Acc(1) / sum;
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) store_acc(q, i, Acc(math::exp_acc(load_acc<Acc>(p, i) - mx) * inv));
+    for (int64_t i = 0; i < n; ++i) store_acc(q, i, Acc(math::exp_shifted_acc(load_acc<Acc>(p, i) - mx) * inv));
   }
 }
 
@@ -107,13 +118,36 @@ void softmax_columns(const T* x, O* y, int64_t n, int64_t inner, int64_t nc, boo
   for (int64_t j = 0; j < n; ++j) {
     const T* p = x + j * inner;
 #pragma omp simd
-    for (int64_t c = 0; c < nc; ++c) mx[c] = std::max(mx[c], load_acc<Acc>(p, c));
+    for (int64_t c = 0; c < nc; ++c) {
+      const Acc v = load_acc<Acc>(p, c);
+      mx[c] = v > mx[c] ? v : mx[c];
+    }
   }
   for (int64_t c = 0; c < nc; ++c) mx[c] = math::softmax_shift(mx[c]);
+  if constexpr (std::is_same_v<O, Acc>) {
+    if (!log) {  // keep the exps in the output and scale them in place: one exp per element
+      for (int64_t j = 0; j < n; ++j) {
+        const T* p = x + j * inner;
+        O* q = y + j * inner;
+#pragma omp simd
+        for (int64_t c = 0; c < nc; ++c) {
+          q[c] = math::exp_shifted_acc(load_acc<Acc>(p, c) - mx[c]);
+          sum[c] += q[c];
+        }
+      }
+      for (int64_t c = 0; c < nc; ++c) sum[c] = Acc(1) / sum[c];
+      for (int64_t j = 0; j < n; ++j) {
+        O* q = y + j * inner;
+#pragma omp simd
+        for (int64_t c = 0; c < nc; ++c) q[c] *= sum[c];
+      }
+      return;
+    }
+  }
   for (int64_t j = 0; j < n; ++j) {
     const T* p = x + j * inner;
 #pragma omp simd
-    for (int64_t c = 0; c < nc; ++c) sum[c] += math::exp_acc(load_acc<Acc>(p, c) - mx[c]);
+    for (int64_t c = 0; c < nc; ++c) sum[c] += math::exp_shifted_acc(load_acc<Acc>(p, c) - mx[c]);
   }
   for (int64_t c = 0; c < nc; ++c) sum[c] = log ? Acc(std::log(sum[c])) : Acc(1) / sum[c];
   for (int64_t j = 0; j < n; ++j) {
@@ -124,7 +158,8 @@ void softmax_columns(const T* x, O* y, int64_t n, int64_t inner, int64_t nc, boo
       for (int64_t c = 0; c < nc; ++c) store_acc(q, c, Acc((load_acc<Acc>(p, c) - mx[c]) - sum[c]));
     } else {
 #pragma omp simd
-      for (int64_t c = 0; c < nc; ++c) store_acc(q, c, Acc(math::exp_acc(load_acc<Acc>(p, c) - mx[c]) * sum[c]));
+      for (int64_t c = 0; c < nc; ++c)
+        store_acc(q, c, Acc(math::exp_shifted_acc(load_acc<Acc>(p, c) - mx[c]) * sum[c]));
     }
   }
 }
@@ -137,7 +172,8 @@ void softmax_backward_row(const Y* y, const Y* g, G* gx, int64_t n, bool log) {
 #pragma omp simd reduction(+ : s)
     for (int64_t i = 0; i < n; ++i) s += load_acc<Acc>(g, i);
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) store_acc(gx, i, Acc(load_acc<Acc>(g, i) - math::exp_acc(load_acc<Acc>(y, i)) * s));
+    for (int64_t i = 0; i < n; ++i)
+      store_acc(gx, i, Acc(load_acc<Acc>(g, i) - math::exp_shifted_acc(load_acc<Acc>(y, i)) * s));
   } else {
 #pragma omp simd reduction(+ : s)
     for (int64_t i = 0; i < n; ++i) s += load_acc<Acc>(g, i) * load_acc<Acc>(y, i);
@@ -168,7 +204,7 @@ void softmax_backward_columns(const Y* y, const Y* g, G* gx, int64_t n, int64_t 
     if (log) {  // NOLINT(bugprone-branch-clone): the loops differ; clang-tidy 14 compares omp simd without them
 #pragma omp simd
       for (int64_t c = 0; c < nc; ++c)
-        store_acc(q, c, Acc(load_acc<Acc>(pg, c) - math::exp_acc(load_acc<Acc>(py, c)) * s[c]));
+        store_acc(q, c, Acc(load_acc<Acc>(pg, c) - math::exp_shifted_acc(load_acc<Acc>(py, c)) * s[c]));
     } else {
 #pragma omp simd
       for (int64_t c = 0; c < nc; ++c) store_acc(q, c, Acc(load_acc<Acc>(py, c) * (load_acc<Acc>(pg, c) - s[c])));

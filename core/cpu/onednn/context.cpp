@@ -57,8 +57,8 @@ bool use_onednn(OpKind op, DType t) {
   switch (mode()) {
     case Mode::Eigen:
       return false;
-    case Mode::OneDnn:
-      return t == DType::Float32 || t == DType::BFloat16;
+    case Mode::OneDnn:  // every dtype oneDNN implements on this CPU: no bf16 primitives below AVX-512
+      return t == DType::Float32 || (t == DType::BFloat16 && isa_at_least(dnnl::cpu_isa::avx512_core));
     case Mode::Auto:
       break;
   }
