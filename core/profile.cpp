@@ -136,12 +136,10 @@ Profile::Profile() {
   origin_ =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
   gpu_timer_ = gpu_timer();
-  // The first CPU op on this thread is charged what was allocated since the start, as every later
+  // The first CPU op on each thread is charged what was allocated since the start, as every later
   // op is charged what was allocated since the previous one ended: the output its caller made
   // before the kernel's range opened (a linear's) counts for the first op too.
-  ThreadState& ts = thread_state();
-  ts.alloc_mark = int64_t(allocator_stats(Device::cpu()).allocated_total);
-  ts.alloc_device = Device::cpu();
+  start_cpu_alloc_ = int64_t(allocator_stats(Device::cpu()).allocated_total);
   recording_ = true;
   set_recorder(this);
 }
@@ -195,7 +193,10 @@ void Profile::begin(const char* name, Kind kind, const OpInfo* op) {
       e.autocast_op = ts.autocast_op;
       e.autocast_policy = ts.autocast_policy;
     }
-    if (ts.alloc_mark < 0 || ts.alloc_device != op->device) {
+    if (ts.alloc_mark < 0 && op->device.is_cpu()) {
+      ts.alloc_mark = start_cpu_alloc_;
+      ts.alloc_device = op->device;
+    } else if (ts.alloc_mark < 0 || ts.alloc_device != op->device) {
       ts.alloc_mark = int64_t(allocator_stats(op->device).allocated_total);
       ts.alloc_device = op->device;
     }

@@ -129,6 +129,7 @@ class Profile final : public Recorder {
     Device alloc_device;
   };
   ThreadState& thread_state();
+  int64_t start_cpu_alloc_ = 0;  // the CPU allocator's allocated_total when the profile started
   int64_t now_ns() const;
   AllocatorStats allocator_stats(Device d);
   void require_stopped(const char* what) const;
