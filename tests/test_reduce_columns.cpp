@@ -51,8 +51,15 @@ struct Layout {
 
 const std::vector<Layout>& layouts() {
   static const std::vector<Layout> l = {
-      {{300, 37}, {0}},      {{5, 300, 37}, {1}}, {{4, 6, 9, 70}, {1, 2}},
-      {{3, 2, 600}, {0, 1}}, {{2, 1, 513}, {0}},  {{7, 40, 2}, {1}},
+      {{300, 37}, {0}},
+      {{5, 300, 37}, {1}},
+      {{4, 6, 9, 70}, {1, 2}},
+      {{3, 2, 600}, {0, 1}},
+      {{2, 1, 513}, {0}},
+      {{7, 40, 2}, {1}},
+      // Past one tile of the column kernels (1024 columns x 256 rows): tiles merged in order.
+      {{600, 1100}, {0}},
+      {{2, 520, 3, 5}, {1}},
   };
   return l;
 }
@@ -99,7 +106,10 @@ TEST(ReduceColumns, MatchTheRowKernels) {
       if (mt::is_floating(dt)) {
         const Tensor clean = sample(l.shape, dt, false);
         const Tensor rc = dims_last(clean, l.dims);
-        expect_same(mt::var(clean, l.dims), mt::var(rc, rd), tol * 10, "var " + what);
+        // The two kernels sum in different orders: their fp32 results may round to neighbouring
+        // fp16/bf16 values (var of values spaced 0.75 apart is not exact, unlike the sums).
+        const double var_tol = dt == mt::kFloat16 ? 1e-3 : dt == mt::kBFloat16 ? 8e-3 : tol * 10;
+        expect_same(mt::var(clean, l.dims), mt::var(rc, rd), var_tol, "var " + what);
         expect_same(mt::mean(clean, l.dims), mt::mean(rc, rd), tol, "mean " + what);
       }
     }

@@ -1,7 +1,10 @@
 // CPU reductions over the last axis of a contiguous [outer, n] view, or over the columns of
 // launch::reduction_rows' [outer, cols, n] view with unit-stride columns (no transposing copy). Softmax is in
 // core/cpu/softmax.cpp. Reduced floats accumulate in fp32, fp64 in fp64.
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -86,74 +89,244 @@ int64_t row_extreme(const T* p, int64_t n, bool want_index, Acc& value) {
   return at;
 }
 
-// in: [cols, n] with unit-stride columns (stride {1, ld}), cols <= 256; y[c] = sum_i in[c, i]:
-// whole rows of the block added at a time (vectorized across the columns), in chunks of rows
-// whose partial sums are added in double, as row_sum.
+// The tiles of launch::reduction_rows' [outer, cols, n] column view (strides {so, 1, ld}): slice
+// o, a block of up to kColumnBlock columns, a chunk of up to kColumnChunk rows. A whole 1024-wide
+// block reads each row's segment as one 4 KB run (blocks of 256 strided through memory at a
+// third of the speed); the chunks give threads work when blocks are few. Each tile writes its
+// partial result to its own slot, (o * chunks + k) * cols + column, and the slots combine in
+// chunk order, so the result does not depend on the thread count.
+constexpr int64_t kColumnBlock = 1024, kColumnChunk = 256;
+struct ColumnTiles {
+  int64_t outer, cols, n, ld, slice_stride, blocks, chunks;
+  explicit ColumnTiles(const Tensor& in)
+      : outer(in.size(0)),
+        cols(in.size(1)),
+        n(in.size(2)),
+        ld(in.stride(2)),
+        slice_stride(in.stride(0)),
+        blocks((cols + kColumnBlock - 1) / kColumnBlock),
+        chunks((n + kColumnChunk - 1) / kColumnChunk) {}
+  int64_t slots() const { return outer * chunks * cols; }
+  // fn(input offset of the tile's first element, columns, first row, rows, slot of its first column)
+  template <typename Fn>
+  void for_each(Fn fn) const {
+    const int64_t tiles = outer * blocks * chunks;
+    const int64_t tile_work = std::min(kColumnBlock, cols) * std::min(kColumnChunk, n);
+    parallel_for(0, tiles, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(tile_work, 1)),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t t = b; t < e; ++t) {
+                     const int64_t k = t % chunks, blk = (t / chunks) % blocks, o = t / (chunks * blocks);
+                     const int64_t c0 = blk * kColumnBlock, r0 = k * kColumnChunk;
+                     fn(o * slice_stride + r0 * ld + c0, std::min(kColumnBlock, cols - c0), r0,
+                        std::min(kColumnChunk, n - r0), (o * chunks + k) * cols + c0);
+                   }
+                 });
+  }
+  // fn(o, first column, columns): the output columns [o * cols + c0, + nc), spread over threads.
+  template <typename Fn>
+  void for_each_output_block(Fn fn) const {
+    parallel_for(0, outer * blocks, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(kColumnBlock * chunks, 1)),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t i = b; i < e; ++i) {
+                     const int64_t o = i / blocks, c0 = (i % blocks) * kColumnBlock;
+                     fn(o, c0, std::min(kColumnBlock, cols - c0));
+                   }
+                 });
+  }
+};
+
+// bf16 columns are read as 32-bit words of two: the even column is the word shifted left by 16,
+// the odd one the word with its low half cleared, two integer operations and no shuffle
+// (widening with vpmovzxwd held bf16 column sums at a third of memcpy on AVX2). Column kernels
+// over bf16 therefore keep their per-column state in split order: state k is column 2k for k <
+// h = nc / 2, column 2(k - h) + 1 for k < 2h, and an odd last column last.
 template <typename T, typename Acc>
-void column_sum(const T* x, int64_t cols, int64_t n, int64_t ld, T* y) {
-  constexpr int64_t kCols = 256, kRows = 256;
-  const int64_t nc = std::min(kCols, cols);
-  double total[kCols] = {};
-  Acc part[kCols];
-  for (int64_t r0 = 0; r0 < n; r0 += kRows) {
-    std::fill(part, part + nc, Acc(0));
-    for (int64_t r = r0; r < std::min(n, r0 + kRows); ++r) {
-      const T* row = x + r * ld;
-#pragma omp simd
-      for (int64_t c = 0; c < nc; ++c) part[c] += load_acc<Acc>(row, c);
-    }
-    for (int64_t c = 0; c < nc; ++c) total[c] += double(part[c]);
+constexpr bool kSplitColumns = std::is_same_v<T, BFloat16>&& std::is_same_v<Acc, float>;
+
+template <typename T, typename Acc>
+int64_t state_column(int64_t k, int64_t nc) {
+  if constexpr (kSplitColumns<T, Acc>) {
+    const int64_t h = nc / 2;
+    return k < h ? 2 * k : k < 2 * h ? 2 * (k - h) + 1 : k;
+  } else {
+    return k;
   }
-  for (int64_t c = 0; c < nc; ++c) store_acc(y, c, Acc(total[c]));
 }
 
-// in: [cols, n] with unit-stride columns (stride {1, ld}), cols <= 256; y[c] = the max (min)
-// over i of in[c, i], or its first index (kIndex, int64 y), NaN winning as in the row scan. The
-// running best of the block is updated a whole row at a time (vectorized: bitwise conditions,
-// int32 row numbers while they fit, which keeps the lanes of values and indices equal).
-template <typename T, typename Acc, bool kMax, bool kIndex, typename Index>
-void column_extreme(const T* x, int64_t cols, int64_t n, int64_t ld, void* out) {
-  constexpr int64_t kCols = 256;
-  const int64_t nc = std::min(kCols, cols);
-  Acc best[kCols];
-  Index at[kCols] = {};
-  for (int64_t c = 0; c < nc; ++c) best[c] = load_acc<Acc>(x, c);
-  for (int64_t r = 1; r < n; ++r) {
-    const T* row = x + r * ld;
-    const Index ri = Index(r);
+// How a column loop reads one part of a row (Kind 1: the even columns of split order, word i
+// << 16; 2: the odd ones, word i with its low half cleared; 0: element first + i).
+template <typename Acc, typename T, int Kind>
+struct ColumnPart {
+  int64_t first;
+  Acc load(const T* row, int64_t i) const {
+    if constexpr (Kind == 0) {
+      return load_acc<Acc>(row, first + i);
+    } else {
+      uint32_t w;
+      std::memcpy(&w, reinterpret_cast<const uint16_t*>(row) + 2 * i, sizeof(w));
+      return std::bit_cast<float>(Kind == 1 ? w << 16 : w & 0xFFFF0000u);
+    }
+  }
+};
+
+// body(count, k0, part) once per part of a row of nc columns: states [k0, k0 + count) read by
+// part.load(row, i), i in [0, count). Each call runs its own vectorized loop.
+template <typename Acc, typename T, typename Body>
+inline void for_column_parts(int64_t nc, Body&& body) {
+  if constexpr (kSplitColumns<T, Acc>) {
+    const int64_t h = nc / 2;
+    body(h, int64_t(0), ColumnPart<Acc, T, 1>{0});
+    body(h, h, ColumnPart<Acc, T, 2>{0});
+    if (nc & 1) body(int64_t(1), nc - 1, ColumnPart<Acc, T, 0>{nc - 1});
+  } else {
+    body(nc, int64_t(0), ColumnPart<Acc, T, 0>{0});
+  }
+}
+
+// acc[k] += the sum over r in [0, rows) of p[r * ld + column k]: four rows per pass over acc,
+// added pairwise before they reach it (one load and store of acc per four elements).
+template <typename Acc, typename T>
+void add_rows(const T* p, int64_t ld, int64_t rows, int64_t nc, Acc* acc) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    const T *p0 = p + r * ld, *p1 = p0 + ld, *p2 = p1 + ld, *p3 = p2 + ld;
+    for_column_parts<Acc, T>(nc, [&](int64_t count, int64_t k0, auto part) {
+      Acc* a = acc + k0;
 #pragma omp simd
+      for (int64_t i = 0; i < count; ++i)
+        a[i] += (part.load(p0, i) + part.load(p1, i)) + (part.load(p2, i) + part.load(p3, i));
+    });
+  }
+  for (; r < rows; ++r) {
+    const T* pr = p + r * ld;
+    for_column_parts<Acc, T>(nc, [&](int64_t count, int64_t k0, auto part) {
+      Acc* a = acc + k0;
+#pragma omp simd
+      for (int64_t i = 0; i < count; ++i) a[i] += part.load(pr, i);
+    });
+  }
+}
+
+// acc[k] += the sum over r in [0, rows) of (p[r * ld + column k] - m[k])^2, as add_rows.
+template <typename Acc, typename T>
+void add_squared_deviations(const T* p, int64_t ld, int64_t rows, int64_t nc, const Acc* m, Acc* acc) {
+  auto sq = [](Acc d) { return d * d; };
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    const T *p0 = p + r * ld, *p1 = p0 + ld, *p2 = p1 + ld, *p3 = p2 + ld;
+    for_column_parts<Acc, T>(nc, [&](int64_t count, int64_t k0, auto part) {
+      Acc* a = acc + k0;
+      const Acc* mk = m + k0;
+#pragma omp simd
+      for (int64_t i = 0; i < count; ++i)
+        a[i] += (sq(part.load(p0, i) - mk[i]) + sq(part.load(p1, i) - mk[i])) +
+                (sq(part.load(p2, i) - mk[i]) + sq(part.load(p3, i) - mk[i]));
+    });
+  }
+  for (; r < rows; ++r) {
+    const T* pr = p + r * ld;
+    for_column_parts<Acc, T>(nc, [&](int64_t count, int64_t k0, auto part) {
+      Acc* a = acc + k0;
+      const Acc* mk = m + k0;
+#pragma omp simd
+      for (int64_t i = 0; i < count; ++i) a[i] += sq(part.load(pr, i) - mk[i]);
+    });
+  }
+}
+
+// y[o, c] = sum over i of in[o, c, i]: per tile a vectorized fp32 (Acc) sum down its rows, the
+// tiles' sums added in double, as row_sum's blocks.
+template <typename T, typename Acc>
+void column_sum(const Tensor& in, T* y) {
+  const ColumnTiles t(in);
+  std::vector<double> part(size_t(t.slots()));
+  const T* x = static_cast<const T*>(in.raw_data());
+  t.for_each([&](int64_t xo, int64_t nc, int64_t, int64_t nr, int64_t slot) {
+    Acc acc[kColumnBlock];
+    std::fill(acc, acc + nc, Acc(0));
+    add_rows(x + xo, t.ld, nr, nc, acc);
+    for (int64_t k = 0; k < nc; ++k) part[size_t(slot + state_column<T, Acc>(k, nc))] = double(acc[k]);
+  });
+  t.for_each_output_block([&](int64_t o, int64_t c0, int64_t nc) {
+    double total[kColumnBlock] = {};
+    for (int64_t k = 0; k < t.chunks; ++k) {
+      const double* p = part.data() + (o * t.chunks + k) * t.cols + c0;
+      for (int64_t c = 0; c < nc; ++c) total[c] += p[c];
+    }
+    for (int64_t c = 0; c < nc; ++c) store_acc(y, o * t.cols + c0 + c, Acc(total[c]));
+  });
+}
+
+// Whether the candidate v replaces the running best b: NaN wins (the first one), then the
+// strictly greater (smaller) value, so ties keep the first index, as the row scan.
+template <bool kMax, typename Acc>
+inline bool takes(Acc v, Acc b) {
+  return (b == b) & ((v != v) | (kMax ? v > b : v < b));
+}
+
+// y[o, c] = the max (min) over i of in[o, c, i], or its first index (kIndex, int64 y). Per tile
+// the running best is updated a whole row at a time (vectorized: bitwise conditions, int32 row
+// numbers, which keep the lanes of values and indices equal); the tiles combine in order.
+template <typename T, typename Acc, bool kMax, bool kIndex>
+void column_extreme(const Tensor& in, void* out) {
+  const ColumnTiles t(in);
+  std::vector<Acc> best(size_t(t.slots()));
+  std::vector<int64_t> where(kIndex ? size_t(t.slots()) : 0);
+  const T* x = static_cast<const T*>(in.raw_data());
+  t.for_each([&](int64_t xo, int64_t nc, int64_t r0, int64_t nr, int64_t slot) {
+    Acc b[kColumnBlock];
+    int32_t at[kColumnBlock] = {};
+    for_column_parts<Acc, T>(nc, [&](int64_t count, int64_t k0, auto part) {
+      for (int64_t i = 0; i < count; ++i) b[k0 + i] = part.load(x + xo, i);
+    });
+    for (int64_t r = 1; r < nr; ++r) {
+      const T* row = x + xo + r * t.ld;
+      const int32_t ri = int32_t(r);
+      for_column_parts<Acc, T>(nc, [&](int64_t count, int64_t k0, auto part) {
+        Acc* bk = b + k0;
+        int32_t* ak = at + k0;
+#pragma omp simd
+        for (int64_t i = 0; i < count; ++i) {
+          const Acc v = part.load(row, i), cur = bk[i];
+          const bool take = takes<kMax>(v, cur);
+          bk[i] = take ? v : cur;
+          if constexpr (kIndex) ak[i] = take ? ri : ak[i];
+        }
+      });
+    }
+    for (int64_t k = 0; k < nc; ++k) {
+      const size_t c = size_t(slot + state_column<T, Acc>(k, nc));
+      best[c] = b[k];
+      if constexpr (kIndex) where[c] = r0 + at[k];
+    }
+  });
+  t.for_each_output_block([&](int64_t o, int64_t c0, int64_t nc) {
     for (int64_t c = 0; c < nc; ++c) {
-      const Acc v = load_acc<Acc>(row, c), b = best[c];
-      const bool take = (b == b) & ((v != v) | (kMax ? v > b : v < b));
-      best[c] = take ? v : b;
-      if constexpr (kIndex) at[c] = take ? ri : at[c];
+      const size_t first = size_t(o * t.chunks * t.cols + c0 + c);
+      Acc b = best[first];
+      int64_t at = kIndex ? where[first] : 0;
+      for (int64_t k = 1; k < t.chunks; ++k) {
+        const size_t s = first + size_t(k * t.cols);
+        if (takes<kMax>(best[s], b)) {
+          b = best[s];
+          if constexpr (kIndex) at = where[s];
+        }
+      }
+      const int64_t i = o * t.cols + c0 + c;
+      if constexpr (kIndex)
+        static_cast<int64_t*>(out)[i] = at;
+      else
+        static_cast<T*>(out)[i] = cast_to<T>(b);
     }
-  }
-  for (int64_t c = 0; c < nc; ++c) {
-    if constexpr (kIndex)
-      static_cast<int64_t*>(out)[c] = int64_t(at[c]);
-    else
-      static_cast<T*>(out)[c] = cast_to<T>(best[c]);
-  }
-}
-
-template <typename T, typename Acc, bool kMax>
-void column_extreme(const T* x, int64_t cols, int64_t n, int64_t ld, bool want_index, void* out) {
-  if (!want_index)
-    column_extreme<T, Acc, kMax, false, int32_t>(x, cols, n, ld, out);
-  else if (n <= INT32_MAX)
-    column_extreme<T, Acc, kMax, true, int32_t>(x, cols, n, ld, out);
-  else
-    column_extreme<T, Acc, kMax, true, int64_t>(x, cols, n, ld, out);
+  });
 }
 
 // in: [cols, n] with unit-stride columns; y[c] = the product over i of in[c, i], in order.
 template <typename T, typename Acc>
 void column_prod(const T* x, int64_t cols, int64_t n, int64_t ld, T* y) {
-  constexpr int64_t kCols = 256;
-  for (int64_t c0 = 0; c0 < cols; c0 += kCols) {
-    const int64_t nc = std::min(kCols, cols - c0);
-    Acc acc[kCols];
+  for (int64_t c0 = 0; c0 < cols; c0 += kColumnBlock) {
+    const int64_t nc = std::min(kColumnBlock, cols - c0);
+    Acc acc[kColumnBlock];
     std::fill(acc, acc + nc, Acc(1));
     for (int64_t r = 0; r < n; ++r) {
       const T* row = x + r * ld + c0;
@@ -164,107 +337,108 @@ void column_prod(const T* x, int64_t cols, int64_t n, int64_t ld, T* y) {
   }
 }
 
-// The columns of launch::reduction_rows' [outer, cols, n] view (strides {so, 1, ld}): each of
-// the outer slices is a [cols, n] column reduction; threads take (slice, block of columns).
-template <typename Fn>
-void for_column_blocks(const Tensor& in, Fn fn) {
-  constexpr int64_t kCols = 256;
-  const int64_t outer = in.size(0), cols = in.size(1), n = in.size(2);
-  const int64_t blocks = (cols + kCols - 1) / kCols;
-  parallel_for(0, outer * blocks, std::max<int64_t>(1, kParallelGrain / (kCols * n)), [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const int64_t o = i / blocks, c0 = (i % blocks) * kCols;
-      // slice o, columns [c0, c0 + nc): input offset, output offset, count
-      fn(o * in.stride(0) + c0, o * cols + c0, std::min(kCols, cols - c0));
-    }
-  });
-}
-
 void reduce_columns(ReduceOp op, const Tensor& in, const Tensor& out) {
-  const int64_t n = in.size(2), ld = in.stride(2);
+  const int64_t outer = in.size(0), cols = in.size(1), n = in.size(2), ld = in.stride(2);
   dispatch_all(in.dtype(), [&]<typename T>() {
     using Acc = std::conditional_t<std::is_same_v<T, bool>, int64_t, acc_t<T>>;
     const T* x = static_cast<const T*>(in.raw_data());
     switch (op) {
       case ReduceOp::Sum:
         if constexpr (std::is_floating_point_v<Acc>) {
-          for_column_blocks(in, [&](int64_t xo, int64_t yo, int64_t nc) {
-            column_sum<T, Acc>(x + xo, nc, n, ld, static_cast<T*>(out.raw_data()) + yo);
-          });
+          column_sum<T, Acc>(in, static_cast<T*>(out.raw_data()));
         } else {  // integers: an exact (wrapping) int64 sum, as the row form
-          for_column_blocks(in, [&](int64_t xo, int64_t yo, int64_t nc) {
-            int64_t* y = static_cast<int64_t*>(out.raw_data()) + yo;
-            for (int64_t c = 0; c < nc; ++c) {
+          parallel_for(0, outer * cols, kParallelGrain / std::max<int64_t>(n, 1) + 1, [&](int64_t b, int64_t e) {
+            int64_t* y = static_cast<int64_t*>(out.raw_data());
+            for (int64_t i = b; i < e; ++i) {
+              const T* p = x + (i / cols) * in.stride(0) + i % cols;
               uint64_t acc = 0;
-              for (int64_t r = 0; r < n; ++r) acc += uint64_t(int64_t(x[xo + r * ld + c]));
-              y[c] = int64_t(acc);
+              for (int64_t r = 0; r < n; ++r) acc += uint64_t(int64_t(p[r * ld]));
+              y[i] = int64_t(acc);
             }
           });
         }
         return;
       case ReduceOp::Prod:
-        for_column_blocks(in, [&](int64_t xo, int64_t yo, int64_t nc) {
-          column_prod<T, Acc>(x + xo, nc, n, ld, static_cast<T*>(out.raw_data()) + yo);
+        parallel_for(0, outer, 1, [&](int64_t b, int64_t e) {
+          for (int64_t o = b; o < e; ++o)
+            column_prod<T, Acc>(x + o * in.stride(0), cols, n, ld, static_cast<T*>(out.raw_data()) + o * cols);
         });
         return;
       case ReduceOp::Max:
-      case ReduceOp::Min:
-      case ReduceOp::ArgMax:
-      case ReduceOp::ArgMin: {
-        const bool want_max = op == ReduceOp::Max || op == ReduceOp::ArgMax;
-        const bool want_index = op == ReduceOp::ArgMax || op == ReduceOp::ArgMin;
-        const size_t elem = want_index ? sizeof(int64_t) : sizeof(T);
-        for_column_blocks(in, [&](int64_t xo, int64_t yo, int64_t nc) {
-          void* y = static_cast<char*>(out.raw_data()) + size_t(yo) * elem;
-          if (want_max)
-            column_extreme<T, Acc, true>(x + xo, nc, n, ld, want_index, y);
-          else
-            column_extreme<T, Acc, false>(x + xo, nc, n, ld, want_index, y);
-        });
+        column_extreme<T, Acc, true, false>(in, out.raw_data());
         return;
-      }
+      case ReduceOp::Min:
+        column_extreme<T, Acc, false, false>(in, out.raw_data());
+        return;
+      case ReduceOp::ArgMax:
+        column_extreme<T, Acc, true, true>(in, out.raw_data());
+        return;
+      case ReduceOp::ArgMin:
+        column_extreme<T, Acc, false, true>(in, out.raw_data());
+        return;
     }
   });
 }
 
-// var_mean over the columns of the [outer, cols, n] view: per block of columns the mean (a
-// column sum), then the sum of squared deviations from it, as the row form's two passes.
+// var_mean over the columns of the [outer, cols, n] view in one read of the input. Each tile
+// takes its rows in sub-chunks small enough to stay in L2 (32 K elements): the sub-chunk's sum
+// and mean, then its squared deviations from that mean from cache (the two-pass form), merged
+// into the tile's (count, mean, M2) in double by Chan et al.'s pairwise update; the tiles merge
+// the same way in order. The mean output is the plain sum / n (an inf stays inf; the pairwise
+// mean of inf and finite parts is NaN).
 void var_mean_columns(const Tensor& in, const Tensor& var, const Tensor& mean, int64_t correction) {
-  const int64_t n = in.size(2), ld = in.stride(2);
+  const ColumnTiles t(in);
   dispatch_floating(in.dtype(), "var", [&]<typename T>() {
     using Acc = acc_t<T>;
     const T* x = static_cast<const T*>(in.raw_data());
-    for_column_blocks(in, [&](int64_t xo, int64_t yo, int64_t nc) {
-      constexpr int64_t kCols = 256, kRows = 256;
-      double total[kCols] = {}, sq[kCols] = {};
-      Acc part[kCols], m[kCols];
-      const T* p = x + xo;
-      for (int64_t pass = 0; pass < 2; ++pass) {
-        for (int64_t r0 = 0; r0 < n; r0 += kRows) {
-          std::fill(part, part + nc, Acc(0));
-          for (int64_t r = r0; r < std::min(n, r0 + kRows); ++r) {
-            const T* row = p + r * ld;
-            if (pass == 0) {
+    std::vector<double> sums(size_t(t.slots())), means(size_t(t.slots())), m2s(size_t(t.slots()));
+    t.for_each([&](int64_t xo, int64_t nc, int64_t, int64_t nr, int64_t slot) {
+      const int64_t sub = std::clamp<int64_t>(32768 / nc, 1, nr);
+      double sum[kColumnBlock] = {}, m[kColumnBlock] = {}, m2[kColumnBlock] = {};
+      Acc s[kColumnBlock], q[kColumnBlock], mean_k[kColumnBlock];
+      for (int64_t r0 = 0; r0 < nr; r0 += sub) {
+        const int64_t rows = std::min(sub, nr - r0);
+        std::fill(s, s + nc, Acc(0));
+        std::fill(q, q + nc, Acc(0));
+        const T* p = x + xo + r0 * t.ld;
+        add_rows(p, t.ld, rows, nc, s);
+        const Acc inv = Acc(1) / Acc(rows);
 #pragma omp simd
-              for (int64_t c = 0; c < nc; ++c) part[c] += load_acc<Acc>(row, c);
-            } else {
+        for (int64_t c = 0; c < nc; ++c) mean_k[c] = s[c] * inv;
+        add_squared_deviations(p, t.ld, rows, nc, mean_k, q);
+        const double before = double(r0), w = double(rows) / double(r0 + rows);
 #pragma omp simd
-              for (int64_t c = 0; c < nc; ++c) {
-                const Acc d = load_acc<Acc>(row, c) - m[c];
-                part[c] += d * d;
-              }
-            }
-          }
-          for (int64_t c = 0; c < nc; ++c) (pass == 0 ? total : sq)[c] += double(part[c]);
+        for (int64_t c = 0; c < nc; ++c) {
+          const double mk = double(mean_k[c]), delta = mk - m[c];
+          sum[c] += double(s[c]);
+          m[c] += delta * w;
+          m2[c] += double(q[c]) + delta * delta * before * w;
         }
-        if (pass == 0)
-          for (int64_t c = 0; c < nc; ++c) m[c] = Acc(total[c]) / Acc(n);
       }
-      const int64_t dof = n - correction;
+      for (int64_t k = 0; k < nc; ++k) {
+        const size_t c = size_t(slot + state_column<T, Acc>(k, nc));
+        sums[c] = sum[k];
+        means[c] = m[k];
+        m2s[c] = m2[k];
+      }
+    });
+    const int64_t dof = t.n - correction;
+    t.for_each_output_block([&](int64_t o, int64_t c0, int64_t nc) {
       for (int64_t c = 0; c < nc; ++c) {
-        static_cast<T*>(mean.raw_data())[yo + c] = cast_to<T>(m[c]);
-        static_cast<T*>(var.raw_data())[yo + c] =
-            cast_to<T>(dof > 0 ? Acc(sq[c]) / Acc(dof) : std::numeric_limits<Acc>::quiet_NaN());
+        const size_t first = size_t(o * t.chunks * t.cols + c0 + c);
+        double total = 0, m = 0, m2 = 0;
+        for (int64_t k = 0; k < t.chunks; ++k) {
+          const size_t s = first + size_t(k * t.cols);
+          const double before = double(k * kColumnChunk), rows = double(std::min(kColumnChunk, t.n - k * kColumnChunk));
+          const double w = rows / (before + rows), delta = means[s] - m;
+          total += sums[s];
+          m += delta * w;
+          m2 += m2s[s] + delta * delta * before * w;
+        }
+        const int64_t i = o * t.cols + c0 + c;
+        static_cast<T*>(mean.raw_data())[i] = cast_to<T>(Acc(total / double(t.n)));
+        static_cast<T*>(var.raw_data())[i] =
+            cast_to<T>(dof > 0 ? Acc(m2 / double(dof)) : std::numeric_limits<Acc>::quiet_NaN());
       }
     });
   });
