@@ -60,6 +60,25 @@ TEST(DropoutMask, KeepsOneMinusPScaled) {
   }
 }
 
+// Every element of the mask is the scalar draw philox_uniform(seed, i) < 1 - p (the vector
+// kernels run 16 blocks across registers): sizes that end inside a block and inside a 64-element
+// chunk, one above the parallel grain (so a thread's range starts mid-chunk), each dtype.
+TEST(DropoutMask, EqualsTheScalarDraw) {
+  const double p = 0.35;
+  for (mt::DType t : {mt::kFloat32, mt::kFloat64, mt::kFloat16, mt::kBFloat16}) {
+    for (int64_t n : {1, 3, 5, 63, 64, 65, 130, 1001, 300007}) {
+      mt::manual_seed(uint64_t(n) + 17);
+      const uint64_t seed = mt::default_generator().next_u64();
+      mt::manual_seed(uint64_t(n) + 17);
+      const std::vector<double> m = mt::dropout_mask({n}, p, {.dtype = t}).to_vector<double>();
+      const mt::math::DropoutKeep keep{seed, float(1.0 - p)};
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < n; ++i) wrong += (m[size_t(i)] != 0.0) != keep(uint64_t(i));
+      EXPECT_EQ(wrong, 0) << mt::dtype_name(t) << " n=" << n;
+    }
+  }
+}
+
 TEST(DropoutMask, SeededAndFreshPerCall) {
   mt::manual_seed(9);
   mt::Tensor a = mt::dropout_mask({1000}, 0.5);
