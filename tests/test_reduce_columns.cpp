@@ -116,6 +116,27 @@ TEST(ReduceColumns, MatchTheRowKernels) {
   }
 }
 
+// bf16 rows are reduced as 32-bit word pairs (core/cpu/reduce.cpp, kPairRows): odd lengths, rows
+// starting at odd elements, NaN in either half of a word and ties give what the fp32 copy gives.
+TEST(ReduceRows, Bf16WordPairsMatchTheFp32Copy) {
+  mt::manual_seed(4);
+  for (int64_t n : {1, 2, 3, 5, 7, 9, 64, 1023, 1025, 2051}) {
+    const Tensor x = sample({3, n}, mt::kBFloat16, true), f = x.to(mt::kFloat32);
+    const std::string what = x.shape_str();
+    auto bf = [](const Tensor& t) { return t.to(mt::kBFloat16); };
+    // Multiples of 0.75 add exactly in fp32, so the sums agree in any order.
+    expect_same(mt::sum(x, {1}), bf(mt::sum(f, {1})), 0, "sum " + what);
+    expect_same(mt::amax(x, {1}), bf(mt::amax(f, {1})), 0, "amax " + what);
+    expect_same(mt::amin(x, {1}), bf(mt::amin(f, {1})), 0, "amin " + what);
+    expect_same(mt::max(x, 1).values, bf(mt::max(f, 1).values), 0, "max " + what);
+    expect_same(mt::max(x, 1).indices, mt::max(f, 1).indices, 0, "max indices " + what);
+    expect_same(mt::argmin(x, 1), mt::argmin(f, 1), 0, "argmin " + what);
+    const Tensor clean = sample({3, n}, mt::kBFloat16, false), fc = clean.to(mt::kFloat32);
+    expect_same(mt::mean(clean, {1}), bf(mt::mean(fc, {1})), 0, "mean " + what);
+    if (n > 1) expect_same(mt::var(clean, {1}), bf(mt::var(fc, {1})), 8e-3, "var " + what);
+  }
+}
+
 TEST(ReduceColumns, BoolAndUint8SumsAreInt64) {
   Tensor b = mt::gt(mt::randn({64, 33}), mt::scalar_tensor(0.0));
   Tensor u = mt::randint(0, 255, {64, 33}).to(mt::kUInt8);
