@@ -174,9 +174,8 @@ void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
       // Column sums of this chunk of rows, merged once at the end; rows go through
       // branch-free loops over [n] buffers so they vectorize.
       std::vector<A> pw(size_t(n), A(0)), pb(size_t(n), A(0)), ones(Wp ? 0 : size_t(n), A(1));
-      std::vector<A> gyv(static_cast<size_t>(n)), xhat(static_cast<size_t>(n)), g(static_cast<size_t>(n));
+      std::vector<A> xhat(static_cast<size_t>(n)), g(static_cast<size_t>(n));
       const A* wv = Wp ? Wp : ones.data();
-      A* gyp = gyv.data();
       A* xh = xhat.data();
       A* gp = g.data();
       for (int64_t r = s; r < e; ++r) {
@@ -184,20 +183,20 @@ void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
         const T* gr = GY + r * n;
         const A m = Mp[r], rs = Rp[r];
         A sg = 0, sgx = 0;
-#pragma omp simd reduction(+ : sg, sgx)
-        for (int64_t i = 0; i < n; ++i) {
-          gyp[i] = load_acc<A>(gr, i);
-          xh[i] = math::normalize(load_acc<A>(xr, i), m, rs);
-          gp[i] = gyp[i] * wv[i];
-          sg += gp[i];
-          sgx += gp[i] * xh[i];
-        }
         A* pwp = pw.data();
         A* pbp = pb.data();
-#pragma omp simd
+        // One pass for the row's sums and the weight/bias column sums (a second pass over gy
+        // and x-hat for the column sums cost a fifth of the backward).
+#pragma omp simd reduction(+ : sg, sgx)
         for (int64_t i = 0; i < n; ++i) {
-          pwp[i] += gyp[i] * xh[i];
-          pbp[i] += gyp[i];
+          const A gyi = load_acc<A>(gr, i), xhi = math::normalize(load_acc<A>(xr, i), m, rs);
+          const A gi = gyi * wv[i];
+          xh[i] = xhi;
+          gp[i] = gi;
+          sg += gi;
+          sgx += gi * xhi;
+          pwp[i] += gyi * xhi;
+          pbp[i] += gyi;
         }
         if (!GX) continue;
         const A mg = sg / A(n), mgx = sgx / A(n);
