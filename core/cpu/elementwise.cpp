@@ -120,16 +120,39 @@ bool copy_tiled(const U* x, U* y, const Shape& sizes, const Shape& src_st, const
     if (st[1][size_t(d)] == 1) m = d;
   if (m < 0 || shape[size_t(m)] < 8 || shape[size_t(last)] < 8) return false;
   constexpr int64_t kTile = 16;
+  // 4-byte elements on AVX-512 go in 64 x 64 blocks through buffers (block_transpose_64x64);
+  // a block's partial edge falls back to the 16 x 16 tiles.
+  constexpr int64_t kBlock = has_block64_transpose && sizeof(U) == 4 ? 64 : kTile;
   const int64_t rows = shape[size_t(m)], cols = shape[size_t(last)];
   const int64_t ym = st[0][size_t(m)], xn = st[1][size_t(last)];
-  const int64_t row_tiles = (rows + kTile - 1) / kTile, col_tiles = (cols + kTile - 1) / kTile;
+  const int64_t row_blocks = (rows + kBlock - 1) / kBlock, col_blocks = (cols + kBlock - 1) / kBlock;
   int64_t outer = 1;
   for (int64_t d = 0; d < last; ++d)
     if (d != m) outer *= shape[size_t(d)];
-  const int64_t tiles = row_tiles * col_tiles;
-  parallel_for(0, outer * tiles, std::max<int64_t>(1, kParallelGrain / (kTile * kTile)), [&](int64_t b, int64_t e) {
+  const int64_t blocks = row_blocks * col_blocks;
+  // Rows [r0, r1) x columns [c0, c1) of one outer index, in 16 x 16 tiles.
+  auto tiles = [&](int64_t xo, int64_t yo, int64_t rb0, int64_t rb1, int64_t cb0, int64_t cb1) {
+    for (int64_t r0 = rb0; r0 < rb1; r0 += kTile)
+      for (int64_t c0 = cb0; c0 < cb1; c0 += kTile) {
+        const int64_t r1 = std::min(rb1, r0 + kTile), c1 = std::min(cb1, c0 + kTile);
+        if constexpr (has_block_transpose<U>) {
+          if (r1 - r0 == kTile && c1 - c0 == kTile) {  // a whole tile: four 8 x 8 register transposes
+            for (int64_t r = r0; r < r1; r += 8)
+              for (int64_t c = c0; c < c1; c += 8)
+                block_transpose_8x8(x + xo + r + c * xn, xn, y + yo + r * ym + c, ym);
+            continue;
+          }
+        }
+        for (int64_t r = r0; r < r1; ++r) {
+          U* yr = y + yo + r * ym;
+          const U* xr = x + xo + r;
+          for (int64_t c = c0; c < c1; ++c) yr[c] = xr[c * xn];
+        }
+      }
+  };
+  parallel_for(0, outer * blocks, std::max<int64_t>(1, kParallelGrain / (kBlock * kBlock)), [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
-      int64_t rem = t / tiles, xo = 0, yo = 0;
+      int64_t rem = t / blocks, xo = 0, yo = 0;
       for (int64_t d = last - 1; d >= 0; --d) {  // the outer index over the dims but m and last
         if (d == m) continue;
         const int64_t i = rem % shape[size_t(d)];
@@ -137,20 +160,15 @@ bool copy_tiled(const U* x, U* y, const Shape& sizes, const Shape& src_st, const
         xo += i * st[1][size_t(d)];
         yo += i * st[0][size_t(d)];
       }
-      const int64_t r0 = (t % tiles) / col_tiles * kTile, c0 = (t % tiles) % col_tiles * kTile;
-      const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
-      if constexpr (has_block_transpose<U>) {
-        if (r1 - r0 == kTile && c1 - c0 == kTile) {  // a whole tile: four 8 x 8 register transposes
-          for (int64_t r = r0; r < r1; r += 8)
-            for (int64_t c = c0; c < c1; c += 8) block_transpose_8x8(x + xo + r + c * xn, xn, y + yo + r * ym + c, ym);
+      const int64_t r0 = (t % blocks) / col_blocks * kBlock, c0 = (t % blocks) % col_blocks * kBlock;
+      const int64_t r1 = std::min(rows, r0 + kBlock), c1 = std::min(cols, c0 + kBlock);
+      if constexpr (kBlock == 64) {
+        if (r1 - r0 == kBlock && c1 - c0 == kBlock) {
+          block_transpose_64x64(x + xo + r0 + c0 * xn, xn, y + yo + r0 * ym + c0, ym);
           continue;
         }
       }
-      for (int64_t r = r0; r < r1; ++r) {
-        U* yr = y + yo + r * ym;
-        const U* xr = x + xo + r;
-        for (int64_t c = c0; c < c1; ++c) yr[c] = xr[c * xn];
-      }
+      tiles(xo, yo, r0, r1, c0, c1);
     }
   });
   return true;
