@@ -120,9 +120,9 @@ bool copy_tiled(const U* x, U* y, const Shape& sizes, const Shape& src_st, const
     if (st[1][size_t(d)] == 1) m = d;
   if (m < 0 || shape[size_t(m)] < 8 || shape[size_t(last)] < 8) return false;
   constexpr int64_t kTile = 16;
-  // 4-byte elements on AVX-512 go in 64 x 64 blocks through buffers (block_transpose_64x64);
-  // a block's partial edge falls back to the 16 x 16 tiles.
-  constexpr int64_t kBlock = has_block64_transpose && sizeof(U) == 4 ? 64 : kTile;
+  // 2- and 4-byte elements on AVX-512 go in 64 x 64 blocks through buffers
+  // (block_transpose_64x64); a block's partial edge falls back to the 16 x 16 tiles.
+  constexpr int64_t kBlock = has_block64_transpose && (sizeof(U) == 4 || sizeof(U) == 2) ? 64 : kTile;
   const int64_t rows = shape[size_t(m)], cols = shape[size_t(last)];
   const int64_t ym = st[0][size_t(m)], xn = st[1][size_t(last)];
   const int64_t row_blocks = (rows + kBlock - 1) / kBlock, col_blocks = (cols + kBlock - 1) / kBlock;
