@@ -30,16 +30,11 @@ inline uint32_t bf16_word(const T* p, int64_t i) {  // elements 2i and 2i + 1
   return w;
 }
 
-// Sum of p[0, n) as Acc, in blocks so that fp32 rounding error grows with log(n) rather than n
-// (the blocks are vectorized partial sums added in double). A plain pointer, not a load
-// callback: through a callback GCC vectorized the loads as gathers (1.2 G elements/s).
-template <typename Acc, typename T>
-Acc row_sum(const T* p, int64_t n) {
-  if constexpr (std::is_integral_v<Acc>) {  // integers: exact (wrapping) sum, no double
-    Acc total = 0;
-    for (int64_t i = 0; i < n; ++i) total += Acc(p[i]);
-    return total;
-  }
+// Sum of f(p[i]) over [0, n) as Acc, in blocks so that fp32 rounding error grows with log(n)
+// rather than n (the blocks are vectorized partial sums added in double). A plain pointer, not a
+// load callback: through a callback GCC vectorized the loads as gathers (1.2 G elements/s).
+template <typename Acc, typename T, typename F>
+Acc row_sum_of(const T* p, int64_t n, F f) {
   constexpr int64_t kBlock = 1024;
   double total = 0;
   for (int64_t s = 0; s < n; s += kBlock) {
@@ -51,53 +46,38 @@ Acc row_sum(const T* p, int64_t n) {
 #pragma omp simd reduction(+ : even, odd)
       for (int64_t i = 0; i < h; ++i) {
         const uint32_t w = bf16_word(p + s, i);
-        even += bf16_even(w);
-        odd += bf16_odd(w);
+        even += f(bf16_even(w));
+        odd += f(bf16_odd(w));
       }
       part = even + odd;
-      if ((e - s) & 1) part += load_acc<Acc>(p, e - 1);
+      if ((e - s) & 1) part += f(load_acc<Acc>(p, e - 1));
     } else {
 #pragma omp simd reduction(+ : part)
-      for (int64_t i = s; i < e; ++i) part += load_acc<Acc>(p, i);
+      for (int64_t i = s; i < e; ++i) part += f(load_acc<Acc>(p, i));
     }
     total += double(part);
   }
   return Acc(total);
 }
 
-// Sum of (p[i] - m)^2 over [0, n), blocked as row_sum.
+template <typename Acc, typename T>
+Acc row_sum(const T* p, int64_t n) {
+  if constexpr (std::is_integral_v<Acc>) {  // integers: exact (wrapping) sum, no double
+    Acc total = 0;
+    for (int64_t i = 0; i < n; ++i) total += Acc(p[i]);
+    return total;
+  } else {
+    return row_sum_of<Acc>(p, n, [](Acc v) { return v; });
+  }
+}
+
+// Sum of (p[i] - m)^2 over [0, n).
 template <typename Acc, typename T>
 Acc row_squared_deviation(const T* p, int64_t n, Acc m) {
-  constexpr int64_t kBlock = 1024;
-  double total = 0;
-  for (int64_t s = 0; s < n; s += kBlock) {
-    const int64_t e = std::min(n, s + kBlock);
-    Acc part = 0;
-    if constexpr (kPairRows<T, Acc>) {
-      const int64_t h = (e - s) / 2;
-      Acc even = 0, odd = 0;
-#pragma omp simd reduction(+ : even, odd)
-      for (int64_t i = 0; i < h; ++i) {
-        const uint32_t w = bf16_word(p + s, i);
-        const Acc de = bf16_even(w) - m, dd = bf16_odd(w) - m;
-        even += de * de;
-        odd += dd * dd;
-      }
-      part = even + odd;
-      if ((e - s) & 1) {
-        const Acc d = load_acc<Acc>(p, e - 1) - m;
-        part += d * d;
-      }
-    } else {
-#pragma omp simd reduction(+ : part)
-      for (int64_t i = s; i < e; ++i) {
-        const Acc d = load_acc<Acc>(p, i) - m;
-        part += d * d;
-      }
-    }
-    total += double(part);
-  }
-  return Acc(total);
+  return row_sum_of<Acc>(p, n, [m](Acc v) {
+    const Acc d = v - m;
+    return d * d;
+  });
 }
 
 // The index of the max (min) of p[0, n), n >= 1: the first NaN if there is one, else the first
