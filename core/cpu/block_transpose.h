@@ -2,7 +2,7 @@
 // rows `ss` and `ds` elements apart, elements of 2 or 4 bytes moved as bits (a NaN's payload is
 // kept: only loads, shuffles and stores). Element by element, a 16 x 16 tile of a transpose ran
 // at 9-17 % of memcpy on AVX2; the 8 x 8 ones are 8 loads, 24 shuffles and 8 stores per 64
-// elements. has_block_transpose<U> / has_block64_transpose say which this build has.
+// elements. has_block_transpose<U> / has_block64_transpose<U> say which this build has for U.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -68,7 +68,8 @@ inline void block_transpose_8x8(const U* src, int64_t ss, U* dst, int64_t ds) {
 // (a [1024, 1024] fp32 transpose: both sides 4 KB apart) ran 3-4x slower than with rows 4160
 // bytes apart, the lines of each tile contending for the same cache sets; the buffers keep
 // every strided access a whole 256-byte run.
-constexpr bool has_block64_transpose = true;
+template <typename U>
+constexpr bool has_block64_transpose = sizeof(U) == 2 || sizeof(U) == 4;
 
 // 16 x 16 floats: dst[j][i] = src[i][j], rows ss and ds floats apart. (GCC 12 reports its own
 // unpack intrinsics' "undefined" operand as uninitialized: a false warning, silenced here only.)
@@ -125,6 +126,7 @@ inline void block_transpose_64x64(const U* src, int64_t ss, U* dst, int64_t ds) 
   for (int64_t j = 0; j < kB; ++j) std::memcpy(dst + j * ds, b + j * kPitch, kB * sizeof(U));
 }
 #else
+template <typename U>
 constexpr bool has_block64_transpose = false;
 template <typename U>
 inline void block_transpose_64x64(const U*, int64_t, U*, int64_t) {}

@@ -81,7 +81,8 @@ void store_chunk(U* y, uint64_t keep, int64_t first, int64_t last, U kept, U dro
 
 // out: contiguous [n] (any shape), floating. Element i keeps philox_uniform(seed, i) < 1 - p,
 // word i % 4 of Philox block i / 4: each block is drawn once for its four elements (drawing it
-// per element did the 10 rounds four times), kLanes blocks at a time across vector lanes.
+// per element did the 10 rounds four times), kLanes blocks at a time across vector lanes (16
+// across AVX-512 registers by philox_keep_bits where the build has them).
 void dropout_mask(const Tensor& out, double p, uint64_t seed) {
   dispatch_floating(out.dtype(), "dropout", [&]<typename T>() {
     // philox_uniform(seed, i) < keep_prob, with u = (word >> 8) * 2^-24 exact: the same test on

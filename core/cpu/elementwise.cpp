@@ -106,7 +106,8 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
 // A permuting copy (a transpose, a permute that moves the last dim): y [.., m, .., n] with
 // unit stride along n, x with unit stride along m. Element by element one side would walk a new
 // cache line per element (0.8 GB/s); 16 x 16 tiles keep both sides' lines in cache, and a whole
-// tile of 2- or 4-byte elements moves as four 8 x 8 register transposes (core/cpu/block_transpose.h).
+// tile of 2- or 4-byte elements moves as four 8 x 8 register transposes (core/cpu/block_transpose.h),
+// or, on AVX-512, whole 64 x 64 blocks through buffers (power-of-two strides).
 // Returns false when the layout is not that case.
 template <typename U>
 bool copy_tiled(const U* x, U* y, const Shape& sizes, const Shape& src_st, const Shape& dst_st) {
@@ -122,7 +123,7 @@ bool copy_tiled(const U* x, U* y, const Shape& sizes, const Shape& src_st, const
   constexpr int64_t kTile = 16;
   // 2- and 4-byte elements on AVX-512 go in 64 x 64 blocks through buffers
   // (block_transpose_64x64); a block's partial edge falls back to the 16 x 16 tiles.
-  constexpr int64_t kBlock = has_block64_transpose && (sizeof(U) == 4 || sizeof(U) == 2) ? 64 : kTile;
+  constexpr int64_t kBlock = has_block64_transpose<U> ? 64 : kTile;
   const int64_t rows = shape[size_t(m)], cols = shape[size_t(last)];
   const int64_t ym = st[0][size_t(m)], xn = st[1][size_t(last)];
   const int64_t row_blocks = (rows + kBlock - 1) / kBlock, col_blocks = (cols + kBlock - 1) / kBlock;

@@ -23,17 +23,31 @@
 
 namespace mantissa::cpu {
 
-// The bf16 bits of f rounded to nearest even (NaN: the quiet NaN of f's sign), as Eigen's
-// bfloat16(f) gives, without a branch, so loops over it vectorize. All in 32-bit masks: with
-// the NaN case as a 16-bit select GCC 12 kept the loop scalar and branching (a bf16 relu ran
-// at a tenth of the fp32 one's speed).
-inline uint16_t bf16_bits_rne(float f) {
+// f rounded to bf16 (round to nearest even; NaN: the quiet NaN of f's sign), as Eigen's
+// bfloat16(f) gives, in the top 16 bits of the result, the low 16 zero. Without a branch, so
+// loops over it vectorize; all in 32-bit masks: with the NaN case as a 16-bit select GCC 12 kept
+// the loop scalar and branching (a bf16 relu ran at a tenth of the fp32 one's speed).
+inline uint32_t bf16_high_rne(float f) {
   const uint32_t u = std::bit_cast<uint32_t>(f);
-  const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-  const uint32_t nan = ((u >> 16) & 0x8000u) | 0x7FC0u;
+  const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  const uint32_t nan = (u & 0x80000000u) | 0x7FC00000u;
   const uint32_t is_nan = uint32_t(0) - uint32_t((u & 0x7FFFFFFFu) > 0x7F800000u);
-  return uint16_t((nan & is_nan) | (rounded & ~is_nan));
+  return (nan & is_nan) | (rounded & ~is_nan);
 }
+// The bf16 bits of f (bf16_high_rne's top half).
+inline uint16_t bf16_bits_rne(float f) { return uint16_t(bf16_high_rne(f) >> 16); }
+
+// bf16 data read as 32-bit words of two elements: the even element is the word shifted left by
+// 16, the odd one the word with its low half cleared. Two integer operations and no shuffle
+// (widening element by element is a lane-crossing vpmovzxwd), for loops that vectorize over words.
+template <typename T>
+inline uint32_t bf16_word(const T* p, int64_t i) {  // elements 2i and 2i + 1
+  uint32_t w;
+  std::memcpy(&w, reinterpret_cast<const uint16_t*>(p) + 2 * i, sizeof(w));
+  return w;
+}
+inline float bf16_even(uint32_t w) { return std::bit_cast<float>(w << 16); }
+inline float bf16_odd(uint32_t w) { return std::bit_cast<float>(w & 0xFFFF0000u); }
 
 // The CPU's fp16/bf16 conversions. bf16 goes through its bits: Eigen's constructor branches on
 // NaN, which kept every loop that stores bf16 scalar.
@@ -191,16 +205,7 @@ void narrow_block(const float* src, T* dst, int64_t n) {
   }
 }
 
-// f rounded to bf16 (as bf16_bits_rne) in the top 16 bits of the result, the low 16 zero.
-inline uint32_t bf16_high_rne(float f) {
-  const uint32_t u = std::bit_cast<uint32_t>(f);
-  const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
-  const uint32_t nan = (u & 0x80000000u) | 0x7FC00000u;
-  const uint32_t is_nan = uint32_t(0) - uint32_t((u & 0x7FFFFFFFu) > 0x7F800000u);
-  return (nan & is_nan) | (rounded & ~is_nan);
-}
-// bf16 -> bf16 loops in fp32 run in one pass over 32-bit words of two bf16: the even element is
-// the word shifted left by 16, the odd one the word with its low half cleared, and the results
+// bf16 -> bf16 loops in fp32 run in one pass over words of two bf16 (bf16_word), and the results
 // round back the same way (the odd one's rounded bits stay in the top half). Purely vertical
 // integer operations, no buffer: fp32 blocks widened in order (vpmovzxwd) and rounded back
 // (packus and a lane permute) held bf16 relu and mul at a quarter to a third of memcpy on
@@ -213,14 +218,12 @@ constexpr bool kSplitBf16 = std::is_same_v<In, BFloat16>&& std::is_same_v<Out, B
 template <typename Acc, typename In, typename Out, typename F>
 void map_acc(const In* a, Out* out, int64_t n, F f) {
   if constexpr (kSplitBf16<In, Out> && std::is_same_v<Acc, float>) {
-    const uint16_t* x = reinterpret_cast<const uint16_t*>(a);
     uint16_t* y = reinterpret_cast<uint16_t*>(out);
     const int64_t h = n / 2;
 #pragma omp simd
     for (int64_t i = 0; i < h; ++i) {
-      uint32_t w;
-      std::memcpy(&w, x + 2 * i, sizeof(w));
-      const float e = float(f(std::bit_cast<float>(w << 16))), o = float(f(std::bit_cast<float>(w & 0xFFFF0000u)));
+      const uint32_t w = bf16_word(a, i);
+      const float e = float(f(bf16_even(w))), o = float(f(bf16_odd(w)));
       const uint32_t r = (bf16_high_rne(e) >> 16) | bf16_high_rne(o);
       std::memcpy(y + 2 * i, &r, sizeof(r));
     }
@@ -242,16 +245,12 @@ void map_acc(const In* a, Out* out, int64_t n, F f) {
 template <typename Acc, typename In, typename Out, typename F>
 void map_acc(const In* a, const In* b, Out* out, int64_t n, F f) {
   if constexpr (kSplitBf16<In, Out> && std::is_same_v<Acc, float>) {
-    const uint16_t *xa = reinterpret_cast<const uint16_t*>(a), *xb = reinterpret_cast<const uint16_t*>(b);
     uint16_t* y = reinterpret_cast<uint16_t*>(out);
     const int64_t h = n / 2;
 #pragma omp simd
     for (int64_t i = 0; i < h; ++i) {
-      uint32_t wa, wb;
-      std::memcpy(&wa, xa + 2 * i, sizeof(wa));
-      std::memcpy(&wb, xb + 2 * i, sizeof(wb));
-      const float e = float(f(std::bit_cast<float>(wa << 16), std::bit_cast<float>(wb << 16)));
-      const float o = float(f(std::bit_cast<float>(wa & 0xFFFF0000u), std::bit_cast<float>(wb & 0xFFFF0000u)));
+      const uint32_t wa = bf16_word(a, i), wb = bf16_word(b, i);
+      const float e = float(f(bf16_even(wa), bf16_even(wb))), o = float(f(bf16_odd(wa), bf16_odd(wb)));
       const uint32_t r = (bf16_high_rne(e) >> 16) | bf16_high_rne(o);
       std::memcpy(y + 2 * i, &r, sizeof(r));
     }

@@ -15,20 +15,11 @@ namespace mantissa::cpu {
 
 namespace {
 
-// bf16 rows are read as 32-bit words of two, like the columns below (kSplitColumns): the pair
-// (p[2i], p[2i + 1]) is the word shifted left by 16 and the word with its low half cleared,
-// integer operations and no shuffle (widening with vpmovzxwd held bf16 row max and var at a
-// quarter to a third of memcpy on AVX-512).
+// bf16 rows are read as words of two elements (bf16_word in loops.h), like the columns below:
+// widening element by element held bf16 row max and var at a quarter to a third of memcpy on
+// AVX-512.
 template <typename T, typename Acc>
 constexpr bool kPairRows = std::is_same_v<T, BFloat16>&& std::is_same_v<Acc, float>;
-inline float bf16_even(uint32_t w) { return std::bit_cast<float>(w << 16); }
-inline float bf16_odd(uint32_t w) { return std::bit_cast<float>(w & 0xFFFF0000u); }
-template <typename T>
-inline uint32_t bf16_word(const T* p, int64_t i) {  // elements 2i and 2i + 1
-  uint32_t w;
-  std::memcpy(&w, reinterpret_cast<const uint16_t*>(p) + 2 * i, sizeof(w));
-  return w;
-}
 
 // Sum of f(p[i]) over [0, n) as Acc, in blocks so that fp32 rounding error grows with log(n)
 // rather than n (the blocks are vectorized partial sums added in double). A plain pointer, not a
@@ -117,8 +108,8 @@ int64_t row_extreme(const T* p, int64_t n, bool want_index, Acc& value) {
         b3 = v3 < b3 ? v3 : b3;
       }
     }
+    best = b0;  // each started from p[0]
     for (Acc b : {b1, b2, b3}) best = better(b, best) ? b : best;
-    best = better(b0, best) ? b0 : best;
     for (int64_t i = 4 * q; i < n; ++i) {
       const Acc v = load_acc<Acc>(p, i);
       nan |= v != v;
@@ -197,9 +188,8 @@ struct ColumnTiles {
   }
 };
 
-// bf16 columns are read as 32-bit words of two: the even column is the word shifted left by 16,
-// the odd one the word with its low half cleared, two integer operations and no shuffle
-// (widening with vpmovzxwd held bf16 column sums at a third of memcpy on AVX2). Column kernels
+// bf16 columns are read as words of two (bf16_word): widening with vpmovzxwd held bf16 column
+// sums at a third of memcpy on AVX2. Column kernels
 // over bf16 therefore keep their per-column state in split order: state k is column 2k for k <
 // h = nc / 2, column 2(k - h) + 1 for k < 2h, and an odd last column last.
 template <typename T, typename Acc>
@@ -224,9 +214,8 @@ struct ColumnPart {
     if constexpr (Kind == 0) {
       return load_acc<Acc>(row, first + i);
     } else {
-      uint32_t w;
-      std::memcpy(&w, reinterpret_cast<const uint16_t*>(row) + 2 * i, sizeof(w));
-      return std::bit_cast<float>(Kind == 1 ? w << 16 : w & 0xFFFF0000u);
+      const uint32_t w = bf16_word(row, i);
+      return Kind == 1 ? bf16_even(w) : bf16_odd(w);
     }
   }
 };
