@@ -1,0 +1,69 @@
+// The CPU's vectorized float math against double libm: erf (a rational interpolant, not libm's
+// erff) through the erf and gelu ops, fp32 and bf16, dense sweeps and the special values.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "test_util.h"
+
+namespace mt = mantissa;
+using mt::Tensor;
+
+namespace {
+
+// -8 ... 8 in steps that hit no grid, the specials, and tiny and denormal values.
+std::vector<float> erf_inputs() {
+  std::vector<float> v;
+  for (int i = -80000; i <= 80000; ++i) v.push_back(float(i) * 1.00003e-4f);
+  for (float s : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-40f, 3.9f, 4.0f, 4.1f, 10.0f, -10.0f, 1e30f, -1e30f})
+    v.push_back(s);
+  return v;
+}
+
+double gelu_ref(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+
+}  // namespace
+
+TEST(VectorErf, Fp32WithinAFewUlpOfDoubleErf) {
+  const std::vector<float> x = erf_inputs();
+  const std::vector<float> y = mt::erf(mt::from_vector(x)).to_vector<float>();
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double want = std::erf(double(x[i]));
+    // 8 ulp of the result; denormal results (x below 1e-38) to 1e-42, their intermediate
+    // products having lost bits.
+    ASSERT_NEAR(y[i], want, std::max(8 * std::fabs(want) * 0x1p-24, 1e-42)) << "erf(" << x[i] << ")";
+  }
+  const std::vector<float> gy = mt::gelu(mt::from_vector(x)).to_vector<float>();
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double want = gelu_ref(double(x[i]));
+    // 1 + erf(x / sqrt 2) cancels for x << 0 (torch computes the same fp32 expression).
+    ASSERT_NEAR(gy[i], want, 1e-6 * std::fabs(want) + 2e-7 * std::fabs(double(x[i])))
+        << "gelu(" << x[i] << ")";
+  }
+}
+
+TEST(VectorErf, SpecialValues) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> e = mt::erf(mt::from_vector(std::vector<float>{inf, -inf, nan, -0.0f})).to_vector<float>();
+  EXPECT_EQ(e[0], 1.0f);
+  EXPECT_EQ(e[1], -1.0f);
+  EXPECT_TRUE(std::isnan(e[2]));
+  EXPECT_EQ(e[3], 0.0f);
+  EXPECT_TRUE(std::signbit(e[3]));
+  const std::vector<float> g = mt::gelu(mt::from_vector(std::vector<float>{inf, -inf, nan})).to_vector<float>();
+  EXPECT_EQ(g[0], inf);
+  EXPECT_TRUE(std::isnan(g[1]));  // -inf * 0, as torch.nn.functional.gelu(-inf)
+  EXPECT_TRUE(std::isnan(g[2]));
+}
+
+// bf16 goes through the word-pair loop (two elements per 32-bit word) and rounds once.
+TEST(VectorErf, Bf16MatchesTheRoundedFp32Result) {
+  std::vector<float> x = erf_inputs();
+  x.push_back(0.5f);  // an odd length: the last element outside the word pairs
+  const Tensor xb = mt::from_vector(x).to(mt::kBFloat16);
+  const Tensor xf = xb.to(mt::kFloat32);
+  const std::vector<float> want = mt::gelu(xf).to(mt::kBFloat16).to(mt::kFloat32).to_vector<float>();
+  const std::vector<float> got = mt::gelu(xb).to(mt::kFloat32).to_vector<float>();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "gelu(" << xf.to_vector<float>()[i] << ")";
+}
