@@ -15,8 +15,7 @@ namespace {
 std::vector<float> erf_inputs() {
   std::vector<float> v;
   for (int i = -80000; i <= 80000; ++i) v.push_back(float(i) * 1.00003e-4f);
-  for (float s : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-40f, 3.9f, 4.0f, 4.1f, 10.0f, -10.0f, 1e30f, -1e30f})
-    v.push_back(s);
+  for (float s : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-40f, 3.9f, 4.0f, 4.1f, 10.0f, -10.0f, 1e30f, -1e30f}) v.push_back(s);
   return v;
 }
 
@@ -37,8 +36,7 @@ TEST(VectorErf, Fp32WithinAFewUlpOfDoubleErf) {
   for (size_t i = 0; i < x.size(); ++i) {
     const double want = gelu_ref(double(x[i]));
     // 1 + erf(x / sqrt 2) cancels for x << 0 (torch computes the same fp32 expression).
-    ASSERT_NEAR(gy[i], want, 1e-6 * std::fabs(want) + 2e-7 * std::fabs(double(x[i])))
-        << "gelu(" << x[i] << ")";
+    ASSERT_NEAR(gy[i], want, 1e-6 * std::fabs(want) + 2e-7 * std::fabs(double(x[i]))) << "gelu(" << x[i] << ")";
   }
 }
 
