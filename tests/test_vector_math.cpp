@@ -1,6 +1,7 @@
 // The CPU's vectorized float math against double libm: erf (a rational interpolant, not libm's
 // erff) through the erf and gelu ops, fp32 and bf16, dense sweeps and the special values.
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -64,4 +65,25 @@ TEST(VectorErf, Bf16MatchesTheRoundedFp32Result) {
   const std::vector<float> got = mt::gelu(xb).to(mt::kFloat32).to_vector<float>();
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "gelu(" << xf.to_vector<float>()[i] << ")";
+}
+
+// fp32 -> bf16 rounds to nearest even in every path, the AVX512-BF16 instruction included,
+// which flushes denormals by itself: vectors of 16 with and without a denormal, and a tail.
+TEST(VectorBf16Round, NearestEvenKeepsDenormals) {
+  auto rne = [](float f) -> uint16_t {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return uint16_t(((u >> 16) & 0x8000u) | 0x7FC0u);
+    return uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+  };
+  std::vector<float> x;
+  for (int i = 0; i < 48; ++i) x.push_back(1.0f + float(i) * 0x1p-9f);  // ties (odd multiples of 2^-9) and not
+  for (float v : {1e-39f, -1e-39f, 1e-45f, 1.1754942e-38f, 0.0f, -0.0f, 3.4e38f, -3.4e38f}) x.push_back(v);
+  for (int i = 0; i < 8; ++i) x.push_back(-2.5f - float(i));
+  x.push_back(std::numeric_limits<float>::quiet_NaN());
+  x.push_back(std::numeric_limits<float>::infinity());
+  x.push_back(5e-40f);  // in the tail
+  const Tensor b = mt::from_vector(x).to(mt::kBFloat16);
+  const auto* bits = static_cast<const uint16_t*>(b.raw_data());
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(bits[i], rne(x[i])) << "element " << i << ": " << x[i];
 }
