@@ -49,38 +49,47 @@ std::pair<A, A> grad_sums(const T* g, const T* x, int64_t n, A m) {
   return {sg, sgx};
 }
 
-// The row x[0..n) as floats: x itself when T is float, else widened into buf.
-template <typename T>
-const float* xr_as_floats(const T* x, float* buf, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) {
-    (void)buf;
-    (void)n;
-    return x;
-  } else {
-    widen_block(x, buf, n);
-    return buf;
-  }
-}
-
 // sum of f(a[i]) for i < n in kSumLanes partial sums (four AVX-512 registers): a row's
 // reduction as one vector add chain waited on each add's latency (the fp32 layer norm at 40 %
-// of memcpy, bf16 at 15 %).
+// of memcpy, bf16 at 15 %). With `copy`, a[i] (bf16/fp16 widened) is also written to copy[i]:
+// a narrow row is widened in the pass that sums it.
 constexpr int64_t kSumLanes = 64;
-template <typename F>
-float sum_wide(const float* a, int64_t n, F f) {
+template <typename T, typename F>
+float sum_wide(const T* a, int64_t n, F f, float* copy = nullptr) {
   alignas(64) float acc[kSumLanes] = {};
   int64_t i = 0;
   for (; i + kSumLanes <= n; i += kSumLanes) {
+    if (copy) {
 #pragma omp simd
-    for (int64_t k = 0; k < kSumLanes; ++k) acc[k] += f(a[i + k]);
+      for (int64_t k = 0; k < kSumLanes; ++k) {
+        const float v = load_float(a, i + k);
+        copy[i + k] = v;
+        acc[k] += f(v);
+      }
+    } else {
+#pragma omp simd
+      for (int64_t k = 0; k < kSumLanes; ++k) acc[k] += f(load_float(a, i + k));
+    }
   }
   float tail = 0;
-  for (; i < n; ++i) tail += f(a[i]);
+  for (; i < n; ++i) {
+    const float v = load_float(a, i);
+    if (copy) copy[i] = v;
+    tail += f(v);
+  }
+#if defined(__AVX512F__)
+  // The 64 sums as four vectors and one in-register tree (GCC's loop over halving widths went
+  // scalar below 16 lanes).
+  const __m512 s01 = _mm512_add_ps(_mm512_load_ps(acc), _mm512_load_ps(acc + 16));
+  const __m512 s23 = _mm512_add_ps(_mm512_load_ps(acc + 32), _mm512_load_ps(acc + 48));
+  return _mm512_reduce_add_ps(_mm512_add_ps(s01, s23)) + tail;
+#else
   for (int64_t w = kSumLanes / 2; w > 0; w /= 2) {
 #pragma omp simd
     for (int64_t k = 0; k < w; ++k) acc[k] += acc[k + w];
   }
   return acc[0] + tail;
+#endif
 }
 
 // Rows up to this long are normalized from one fp32 copy (bf16/fp16 widened once, not per pass).
@@ -105,14 +114,31 @@ void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps, c
           alignas(64) float buf[kNormRowBuffer];
           for (int64_t r = s; r < e; ++r) {
             const T* xr = X + r * n;
-            const float* u = xr_as_floats(xr, buf, n);
-            const float m = sum_wide(u, n, [](float v) { return v; }) / float(n);
+            // The row as floats: x itself, or bf16/fp16 widened into buf while the mean is summed.
+            const float* u = buf;
+            float m = 0;
+            if constexpr (std::is_same_v<T, float>) {
+              u = xr;
+              m = sum_wide(xr, n, [](float v) { return v; }) / float(n);
+            } else {
+              m = sum_wide(
+                      xr, n, [](float v) { return v; }, buf) /
+                  float(n);
+            }
             const float v = sum_wide(u, n, [m](float a) { return (a - m) * (a - m); }) / float(n);
             const float rs = math::inv_std(v, float(eps));
             Mp[r] = m;
             Rp[r] = rs;
             T* yr = Y + r * n;
             const float *wp = Wp, *bp = Bp;
+            if constexpr (!std::is_same_v<T, float>) {
+              if (wp && bp) {  // normalized in the fp32 copy, then one rounding pass (vcvtneps2bf16)
+#pragma omp simd
+                for (int64_t i = 0; i < n; ++i) buf[i] = math::normalize(buf[i], m, rs) * wp[i] + bp[i];
+                narrow_block(buf, yr, n);
+                continue;
+              }
+            }
             if (wp && bp) {
 #pragma omp simd
               for (int64_t i = 0; i < n; ++i) store_acc(yr, i, math::normalize(u[i], m, rs) * wp[i] + bp[i]);
@@ -201,8 +227,15 @@ void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
         if (!GX) continue;
         const A mg = sg / A(n), mgx = sgx / A(n);
         T* gxr = GX + r * n;
+        if constexpr (std::is_same_v<A, float> && !std::is_same_v<T, float>) {
+          // in the fp32 x-hat buffer, then one rounding pass (vcvtneps2bf16)
 #pragma omp simd
-        for (int64_t i = 0; i < n; ++i) store_acc(gxr, i, math::norm_backward(gp[i], xh[i], rs, mg, mgx));
+          for (int64_t i = 0; i < n; ++i) xh[i] = math::norm_backward(gp[i], xh[i], rs, mg, mgx);
+          narrow_block(xh, gxr, n);
+        } else {
+#pragma omp simd
+          for (int64_t i = 0; i < n; ++i) store_acc(gxr, i, math::norm_backward(gp[i], xh[i], rs, mg, mgx));
+        }
       }
 #pragma omp critical(mantissa_layer_norm_backward)
       partials.emplace(s, std::make_pair(std::move(pw), std::move(pb)));
