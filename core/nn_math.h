@@ -10,43 +10,6 @@
 
 namespace mantissa::math {
 
-// exp(x) for float without a library call, so `omp simd` loops vectorize it (glibc's
-// vector expf needs -ffast-math, and floorf does not vectorize without -fno-trapping-math).
-// Cephes' range reduction and polynomial: within 1 ulp of expf on [-87, 88.72]; 0 below,
-// +inf above, NaN kept. The CUDA nn kernels call it too, so both devices round alike.
-MT_HOST_DEVICE float exp_fast(float x) {
-  float xc = x < -87.0f ? -87.0f : x;
-  xc = xc > 88.72f ? 88.72f : xc;
-  // n = round(xc * log2(e)) by adding 1.5 * 2^23: plain float adds, no conversion calls.
-  const float shifted = xc * 1.44269504088896341f + 12582912.0f;
-  const float n = shifted - 12582912.0f;
-#if defined(__CUDA_ARCH__)
-  const int32_t ni = __float_as_int(shifted) - 0x4B400000;
-#else
-  const int32_t ni = std::bit_cast<int32_t>(shifted) - 0x4B400000;
-#endif
-  const float r = xc - n * 0.693359375f + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float y = p * r * r + r + 1.0f;
-  // Scale by 2^n in two halves so that n = 128 (x near 88.72) stays finite.
-#if defined(__CUDA_ARCH__)
-  const float half_scale = __int_as_float((ni + 126) << 23);
-#else
-  const float half_scale = std::bit_cast<float>((ni + 126) << 23);
-#endif
-  const float v = y * half_scale * 2.0f;
-  return x != x ? x : (x < -87.0f ? 0.0f : (x > 88.72f ? INFINITY : v));
-}
-
-// exp in the accumulation type of the nn kernels: the vectorizable float version, libm for double.
-MT_HOST_DEVICE float exp_acc(float x) { return exp_fast(x); }
-MT_HOST_DEVICE double exp_acc(double x) { return std::exp(x); }
-
 // exp of a shifted logit (x - max, x - logsumexp, a log-probability): x <= 0 but for rounding,
 // so exp_fast's overflow side goes: one clamp, one scale by 2^n (n >= -126 is a normal float),
 // one select. Equal to exp_fast wherever exp_fast's result is a normal float; valid for
