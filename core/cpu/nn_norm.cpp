@@ -49,49 +49,6 @@ std::pair<A, A> grad_sums(const T* g, const T* x, int64_t n, A m) {
   return {sg, sgx};
 }
 
-// sum of f(a[i]) for i < n in kSumLanes partial sums (four AVX-512 registers): a row's
-// reduction as one vector add chain waited on each add's latency (the fp32 layer norm at 40 %
-// of memcpy, bf16 at 15 %). With `copy`, a[i] (bf16/fp16 widened) is also written to copy[i]:
-// a narrow row is widened in the pass that sums it.
-constexpr int64_t kSumLanes = 64;
-template <typename T, typename F>
-float sum_wide(const T* a, int64_t n, F f, float* copy = nullptr) {
-  alignas(64) float acc[kSumLanes] = {};
-  int64_t i = 0;
-  for (; i + kSumLanes <= n; i += kSumLanes) {
-    if (copy) {
-#pragma omp simd
-      for (int64_t k = 0; k < kSumLanes; ++k) {
-        const float v = load_float(a, i + k);
-        copy[i + k] = v;
-        acc[k] += f(v);
-      }
-    } else {
-#pragma omp simd
-      for (int64_t k = 0; k < kSumLanes; ++k) acc[k] += f(load_float(a, i + k));
-    }
-  }
-  float tail = 0;
-  for (; i < n; ++i) {
-    const float v = load_float(a, i);
-    if (copy) copy[i] = v;
-    tail += f(v);
-  }
-#if defined(__AVX512F__)
-  // The 64 sums as four vectors and one in-register tree (GCC's loop over halving widths went
-  // scalar below 16 lanes).
-  const __m512 s01 = _mm512_add_ps(_mm512_load_ps(acc), _mm512_load_ps(acc + 16));
-  const __m512 s23 = _mm512_add_ps(_mm512_load_ps(acc + 32), _mm512_load_ps(acc + 48));
-  return _mm512_reduce_add_ps(_mm512_add_ps(s01, s23)) + tail;
-#else
-  for (int64_t w = kSumLanes / 2; w > 0; w /= 2) {
-#pragma omp simd
-    for (int64_t k = 0; k < w; ++k) acc[k] += acc[k + w];
-  }
-  return acc[0] + tail;
-#endif
-}
-
 // Rows up to this long are normalized from one fp32 copy (bf16/fp16 widened once, not per pass).
 constexpr int64_t kNormRowBuffer = 8192;
 
