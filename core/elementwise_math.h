@@ -16,15 +16,15 @@
 
 namespace mantissa::math {
 
-// exp(x) for float without a library call, so `omp simd` loops vectorize it (the nn kernels,
-// gelu's backward). The exp op and sigmoid keep libmvec's expf: 1.2x slower than this on fp32,
-// but this one inlined twice into the bf16 word-pair loop ran 18 % slower than libmvec. Cephes' range reduction x = n
-// ln2 + r and polynomial, within 1 ulp of expf; 2^n applied in two halves, so that with x clamped to [-104, 89] the
-// results below -87 are expf's denormals and those above 88.72 are +inf; NaN stays NaN (the clamps compare false). The
-// CUDA nn kernels call it too, so both devices round alike.
-MT_HOST_DEVICE float exp_fast(float x) {
-  const float xc = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
-  // n = round(xc * log2(e)) by adding 1.5 * 2^23: plain float adds, no conversion calls.
+// The two parts of e^x for float x within [-104, 89] (or NaN): e^r by Cephes' polynomial, with
+// x = n ln2 + r and |r| <= ln2 / 2, and n. Plain float and integer arithmetic (n by adding
+// 1.5 * 2^23, no conversion calls) that `omp simd` loops vectorize; exp_fast and
+// math::exp_shifted put the two together.
+struct ExpParts {
+  float y;    // e^r, in [0.7, 1.42]
+  int32_t n;  // the power of two
+};
+MT_HOST_DEVICE ExpParts exp_parts(float xc) {
   const float shifted = xc * 1.44269504088896341f + 12582912.0f;
   const float n = shifted - 12582912.0f;
 #if defined(__CUDA_ARCH__)
@@ -39,13 +39,28 @@ MT_HOST_DEVICE float exp_fast(float x) {
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  const float y = p * r * r + r + 1.0f;
-  const int32_t n1 = ni >> 1, n2 = ni - n1;  // each within a normal float's exponent
+  return {p * r * r + r + 1.0f, ni};
+}
+
+// 2^e as a float for e in [-126, 127].
+MT_HOST_DEVICE float pow2_float(int32_t e) {
 #if defined(__CUDA_ARCH__)
-  return y * __int_as_float((n1 + 127) << 23) * __int_as_float((n2 + 127) << 23);
+  return __int_as_float((e + 127) << 23);
 #else
-  return y * std::bit_cast<float>((n1 + 127) << 23) * std::bit_cast<float>((n2 + 127) << 23);
+  return std::bit_cast<float>((e + 127) << 23);
 #endif
+}
+
+// exp(x) for float without a library call, so `omp simd` loops vectorize it (the nn kernels,
+// gelu's backward), within 1 ulp of expf. 2^n applied in two halves, so that with x clamped to
+// [-104, 89] the results below -87 are expf's denormals and those above 88.72 are +inf; NaN
+// stays NaN (the clamps compare false). The exp op and sigmoid keep libmvec's expf: 1.2x slower
+// than this on fp32, but this one inlined twice into the bf16 word-pair loop ran 18 % slower.
+// The CUDA nn kernels call it too, so both devices round alike.
+MT_HOST_DEVICE float exp_fast(float x) {
+  const ExpParts e = exp_parts(x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x));
+  const int32_t n1 = e.n >> 1;  // each half within a normal float's exponent
+  return e.y * pow2_float(n1) * pow2_float(e.n - n1);
 }
 
 // exp in the compute type: the vectorizable float version, libm for double (gradcheck).

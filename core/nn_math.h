@@ -16,27 +16,8 @@ namespace mantissa::math {
 // x <= 88 and NaN (kept). Softmax and cross-entropy spend most of their time here.
 MT_HOST_DEVICE float exp_shifted(float x) {
   const float xc = x < -87.0f ? -87.0f : x;  // NaN stays NaN (the compare is false)
-  const float shifted = xc * 1.44269504088896341f + 12582912.0f;
-  const float n = shifted - 12582912.0f;
-#if defined(__CUDA_ARCH__)
-  const int32_t ni = __float_as_int(shifted) - 0x4B400000;
-#else
-  const int32_t ni = std::bit_cast<int32_t>(shifted) - 0x4B400000;
-#endif
-  const float r = xc - n * 0.693359375f + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float y = p * r * r + r + 1.0f;
-#if defined(__CUDA_ARCH__)
-  const float scale = __int_as_float((ni + 127) << 23);
-#else
-  const float scale = std::bit_cast<float>((ni + 127) << 23);
-#endif
-  return x < -87.0f ? 0.0f : y * scale;
+  const ExpParts e = exp_parts(xc);
+  return x < -87.0f ? 0.0f : e.y * pow2_float(e.n);
 }
 MT_HOST_DEVICE float exp_shifted_acc(float x) { return exp_shifted(x); }
 MT_HOST_DEVICE double exp_shifted_acc(double x) { return std::exp(x); }
