@@ -15,8 +15,8 @@
 // in libmvec (<= 4 ulp; pulled in by -lm, which g++ always links) but declares them only
 // under -ffast-math; declaring them here lets GCC vectorize the shared functors unchanged.
 // float only: fp16/bf16 compute in float; fp64 (gradcheck) keeps the scalar, exact libm.
-// erf in float no longer reaches these: Eigen's rational erf (core/elementwise_math.h) made
-// gelu 2.3x faster.
+// (erf in float is not here: Eigen's rational erf, core/elementwise_math.h, made gelu 2.3x
+// faster than libmvec's erff.)
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && \
     !defined(__FAST_MATH__) && __GLIBC_PREREQ(2, 35)
 #define MT_VEC_LIBM __attribute__((simd("notinbranch")))
@@ -27,7 +27,6 @@ MT_VEC_LIBM float log1pf(float) noexcept;
 MT_VEC_LIBM float sinf(float) noexcept;
 MT_VEC_LIBM float cosf(float) noexcept;
 MT_VEC_LIBM float tanhf(float) noexcept;
-MT_VEC_LIBM float erff(float) noexcept;
 MT_VEC_LIBM float powf(float, float) noexcept;
 }
 #undef MT_VEC_LIBM
