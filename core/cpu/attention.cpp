@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/cpu/loops.h"
+#include "core/cpu/vec_exp.h"
 #include "core/nn_kernels.h"
 #include "core/nn_math.h"
 #include "core/philox.h"
@@ -24,6 +25,7 @@ namespace mantissa::cpu {
 namespace {
 
 constexpr int64_t kTileRows = 64;
+constexpr int64_t kExpChunk = 1024;  // a score row's exps summed from a 4 KiB stack buffer
 
 template <typename A>
 using RowMat = Eigen::Matrix<A, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -77,8 +79,16 @@ struct Problem {
         for (int64_t j = 0; j < nk; ++j) mx = s[j] > mx ? s[j] : mx;  // not std::max (stays scalar)
         A sum = 0;
         if (mx != kNegInf) {
+          if constexpr (std::is_same_v<A, float>) {
+            alignas(64) float e[kExpChunk];
+            for (int64_t j0 = 0; j0 < nk; j0 += kExpChunk) {
+              const int64_t m = std::min(kExpChunk, nk - j0);
+              sum += exp_floats<true>(s + j0, e, m, mx);
+            }
+          } else {
 #pragma omp simd reduction(+ : sum)
-          for (int64_t j = 0; j < nk; ++j) sum += math::exp_shifted_acc(s[j] - mx);
+            for (int64_t j = 0; j < nk; ++j) sum += math::exp_shifted_acc(s[j] - mx);
+          }
         }
         row_lse = mx == kNegInf ? kNegInf : mx + std::log(sum);
         new_lse[r] = row_lse;
@@ -87,8 +97,12 @@ struct Problem {
         for (int64_t j = 0; j < nk; ++j) s[j] = 0;
         continue;
       }
+      if constexpr (std::is_same_v<A, float>) {
+        exp_floats(s, s, nk, row_lse);
+      } else {
 #pragma omp simd
-      for (int64_t j = 0; j < nk; ++j) s[j] = math::exp_shifted_acc(s[j] - row_lse);
+        for (int64_t j = 0; j < nk; ++j) s[j] = math::exp_shifted_acc(s[j] - row_lse);
+      }
     }
   }
 

@@ -8,6 +8,7 @@
 #include "core/cpu/block_transpose.h"
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
+#include "core/cpu/vec_exp.h"
 #include "core/elementwise_dispatch.h"
 
 // Vector libm. A call to scalar expf/erff/tanhf keeps `#pragma omp simd` loops scalar (gelu
@@ -45,12 +46,33 @@ bool same_layout_contiguous(const Tensor& a, const Tensor& b) {
   return a.is_contiguous() && b.is_contiguous() && a.sizes() == b.sizes();
 }
 
+// The exp op over contiguous fp32/bf16/fp16 data: exp_floats (vscalefps on AVX-512) in fp32
+// blocks; the functor's expf, vectorized by libmvec, ran at a third of memcpy in fp32.
+template <typename In, typename Out>
+void exp_block(const In* x, Out* y, int64_t n) {
+  if constexpr (std::is_same_v<In, float> && std::is_same_v<Out, float>) {
+    exp_floats(x, y, n);
+  } else {
+    alignas(64) float buf[kAccBlock];
+    for (int64_t s = 0; s < n; s += kAccBlock) {
+      const int64_t m = std::min(kAccBlock, n - s);
+      widen_block(x + s, buf, m);
+      exp_floats(buf, buf, m);
+      narrow_block(buf, y + s, m);
+    }
+  }
+}
+
 // out[i] = cast<Out>(f(cast<Acc>(in[i]))), in broadcast/strided to out's shape.
 template <typename In, typename Out, typename Acc, typename F>
 void unary_loop(const Tensor& in, const Tensor& out, F f) {
   const In* x = ptr<In>(in);
   Out* y = ptr<Out>(out);
   if (same_layout_contiguous(in, out)) {
+    if constexpr (std::is_same_v<F, math::Exp> && std::is_same_v<Acc, float>) {
+      parallel_for(0, out.numel(), kParallelGrain, [&](int64_t b, int64_t e) { exp_block(x + b, y + b, e - b); });
+      return;
+    }
     parallel_for(0, out.numel(), kParallelGrain,
                  [&](int64_t b, int64_t e) { map_acc<Acc>(x + b, y + b, e - b, [&](Acc v) { return f(v); }); });
     return;

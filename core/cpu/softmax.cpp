@@ -1,8 +1,9 @@
 // CPU softmax / log_softmax along the middle dim of a contiguous [outer, n, inner] view,
 // forward and backward, without a transposing copy: with inner == 1 a task walks whole rows,
 // otherwise it walks a block of kCols adjacent columns down the n dim, vectorized across them.
-// Every loop is `omp simd` over math::exp_shifted_acc (the vectorizable exp of x <= 0) and reads bf16 through
-// its bits, so a bf16 input feeding the fp32 softmax of autocast is widened in registers.
+// fp32 math takes its exps from exp_floats (core/cpu/vec_exp.h) over a row or a column block
+// of differences x - max; the rest are `omp simd` loops that read bf16 through its bits, so a
+// bf16 input feeding the fp32 softmax of autocast is widened on the way (double: libm's exp).
 // log_softmax is (x - max) - log(sum): x - (max + log(sum)) loses log(sum) for huge logits.
 #include <cmath>
 #include <limits>
@@ -12,6 +13,7 @@
 
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
+#include "core/cpu/vec_exp.h"
 #include "core/nn_kernels.h"
 #include "core/nn_math.h"
 
@@ -49,33 +51,6 @@ void for_each_block(const SoftmaxDims& d, F body) {
                    body(o, c0, d.inner == 1 ? int64_t(1) : std::min(kCols, d.inner - c0));
                  }
                });
-}
-
-// The sum of e[0..n): its own loop over fp32 memory, so that the order of the additions, and so
-// the rounding, does not depend on the input's dtype (a bf16 input under autocast gives the
-// softmax of its fp32 copy bit for bit) or on how the exp loop was vectorized.
-// On AVX-512: two vector accumulators and a shuffle tree at the end. GCC's `omp simd` reduction
-// ended in sixteen scalar adds of the lanes, in order, through the stack: a third of a bf16
-// row's time at the attention's 256 columns.
-inline float sum_floats(const float* e, int64_t n) {
-#if defined(__AVX512F__)
-  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    a0 = _mm512_add_ps(a0, _mm512_loadu_ps(e + i));
-    a1 = _mm512_add_ps(a1, _mm512_loadu_ps(e + i + 16));
-  }
-  for (; i < n; i += 16) {  // the last 1-31: masked loads read zeros past n
-    const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
-    a0 = _mm512_add_ps(a0, _mm512_maskz_loadu_ps(m, e + i));
-  }
-  return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
-#else
-  float sum = 0;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < n; ++i) sum += e[i];
-  return sum;
-#endif
 }
 
 // The largest of p[0..n) as float, NaN skipped (the scalar `v > mx ? v : mx`; a row of NaN
@@ -124,7 +99,10 @@ inline float row_max(const T* p, int64_t n) {
 #pragma GCC diagnostic pop
 
 // One row p[0..n) -> q[0..n) (inner == 1). float: the exps go to the fp32 output or to a stack
-// buffer in chunks of kRowBuffer and are summed from there; double: libm's exp, summed in place.
+// buffer in chunks of kRowBuffer, summed as they are made; a bf16 row is widened into the buffer
+// first, so that the order of the additions, and so the rounding, does not depend on the input's
+// dtype (a bf16 input under autocast gives the softmax of its fp32 copy bit for bit). double:
+// libm's exp, summed in place.
 template <typename Acc, typename T, typename O>
 void softmax_row(const T* p, O* q, int64_t n, bool log) {
   Acc mx = -std::numeric_limits<Acc>::infinity();
@@ -145,9 +123,12 @@ void softmax_row(const T* p, O* q, int64_t n, bool log) {
     for (int64_t s = 0; s < n; s += kRowBuffer) {
       const int64_t m = std::min(kRowBuffer, n - s);
       float* e = in_output ? reinterpret_cast<float*>(q) + s : buffer;
-#pragma omp simd
-      for (int64_t i = 0; i < m; ++i) e[i] = math::exp_shifted(load_acc<Acc>(p, s + i) - mx);
-      sum += sum_floats(e, m);
+      if constexpr (std::is_same_v<T, float>) {
+        sum += exp_floats<true>(p + s, e, m, mx);
+      } else {
+        widen_block(p + s, e, m);
+        sum += exp_floats<true>(e, e, m, mx);
+      }
     }
     if (in_output) {
       const float inv = 1.0f / sum;
@@ -180,6 +161,14 @@ void softmax_row(const T* p, O* q, int64_t n, bool log) {
   }
 }
 
+// e[c] = exp(p[c] - mx[c]) for c < nc, in fp32 (exp_floats on the differences).
+template <typename T>
+void shifted_exps(const T* p, const float* mx, float* e, int64_t nc) {
+#pragma omp simd
+  for (int64_t c = 0; c < nc; ++c) e[c] = load_float(p, c) - mx[c];
+  exp_floats(e, e, nc);
+}
+
 // nc adjacent columns: x[j * inner + c] for j < n, c < nc -> y likewise.
 template <typename Acc, typename T, typename O>
 void softmax_columns(const T* x, O* y, int64_t n, int64_t inner, int64_t nc, bool log) {
@@ -209,11 +198,9 @@ void softmax_columns(const T* x, O* y, int64_t n, int64_t inner, int64_t nc, boo
         for (int64_t j = 0; j < n; ++j) {
           const T* p = x + j * inner + c0;
           float* e = buffer + j * cw;
+          shifted_exps(p, mx + c0, e, cw);
 #pragma omp simd
-          for (int64_t c = 0; c < cw; ++c) {
-            e[c] = math::exp_shifted(load_acc<float>(p, c) - mx[c0 + c]);
-            sum[c0 + c] += e[c];
-          }
+          for (int64_t c = 0; c < cw; ++c) sum[c0 + c] += e[c];
         }
         for (int64_t c = c0; c < c0 + cw; ++c) sum[c] = 1.0f / sum[c];
         for (int64_t j = 0; j < n; ++j) {
@@ -231,10 +218,16 @@ void softmax_columns(const T* x, O* y, int64_t n, int64_t inner, int64_t nc, boo
       for (int64_t j = 0; j < n; ++j) {
         const T* p = x + j * inner;
         O* q = y + j * inner;
+        if constexpr (std::is_same_v<Acc, float>) {
+          shifted_exps(p, mx, q, nc);
 #pragma omp simd
-        for (int64_t c = 0; c < nc; ++c) {
-          q[c] = math::exp_shifted_acc(load_acc<Acc>(p, c) - mx[c]);
-          sum[c] += q[c];
+          for (int64_t c = 0; c < nc; ++c) sum[c] += q[c];
+        } else {
+#pragma omp simd
+          for (int64_t c = 0; c < nc; ++c) {
+            q[c] = math::exp_shifted_acc(load_acc<Acc>(p, c) - mx[c]);
+            sum[c] += q[c];
+          }
         }
       }
       for (int64_t c = 0; c < nc; ++c) sum[c] = Acc(1) / sum[c];
@@ -248,8 +241,15 @@ void softmax_columns(const T* x, O* y, int64_t n, int64_t inner, int64_t nc, boo
   }
   for (int64_t j = 0; j < n; ++j) {
     const T* p = x + j * inner;
+    if constexpr (std::is_same_v<Acc, float>) {
+      alignas(64) float e[kCols];
+      shifted_exps(p, mx, e, nc);
 #pragma omp simd
-    for (int64_t c = 0; c < nc; ++c) sum[c] += math::exp_shifted_acc(load_acc<Acc>(p, c) - mx[c]);
+      for (int64_t c = 0; c < nc; ++c) sum[c] += e[c];
+    } else {
+#pragma omp simd
+      for (int64_t c = 0; c < nc; ++c) sum[c] += math::exp_shifted_acc(load_acc<Acc>(p, c) - mx[c]);
+    }
   }
   for (int64_t c = 0; c < nc; ++c) sum[c] = log ? Acc(std::log(sum[c])) : Acc(1) / sum[c];
   for (int64_t j = 0; j < n; ++j) {

@@ -1,0 +1,77 @@
+// exp over a row of floats for the CPU kernels whose time goes into exp (the exp op, softmax,
+// log_softmax, attention's scores). On AVX-512: Cephes' reduction and polynomial (the same as
+// math::exp_parts) with 2^n applied by one vscalefps, which also gives expf's denormals below
+// -87 and +inf above 88.72 with no selects: 14 vector operations per 16 floats against about 22
+// for math::exp_fast's integer-built powers of two as GCC vectorizes them (fp32 exp 30 -> 50 GB/s
+// on Zen 5, one thread). Elsewhere: math::exp_fast in an `omp simd` loop. Both within 1.3 ulp of
+// expf, with its denormals, infinities and NaN.
+#pragma once
+#include <cstdint>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "core/elementwise_math.h"
+
+namespace mantissa::cpu {
+
+#if defined(__AVX512F__)
+// e^x for 16 floats. x clamped to [-104, 89] (NaN kept: vmaxps/vminps return their second
+// operand when one is NaN), so that inf - inf never reaches the reduction; scalef then turns
+// 2^-150 into 0 and 2^128 into inf as expf does.
+inline __m512 exp16(__m512 x) {
+  x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);  // x - n ln2, ln2 in two parts
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+#endif
+
+// y[i] = e^(x[i] - shift) for i in [0, n); y may be x. Returns the sum of the y[i] when Sum
+// (softmax's denominator, added as the exps are made: two accumulators of alternate vectors,
+// then the tail, so the order depends on n only).
+template <bool Sum = false>
+inline float exp_floats(const float* x, float* y, int64_t n, float shift = 0.0f) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __m512 s = _mm512_set1_ps(shift);
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  for (; i + 32 <= n; i += 32) {
+    const __m512 e0 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), s));
+    const __m512 e1 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), s));
+    _mm512_storeu_ps(y + i, e0);
+    _mm512_storeu_ps(y + i + 16, e1);
+    if constexpr (Sum) {
+      a0 = _mm512_add_ps(a0, e0);
+      a1 = _mm512_add_ps(a1, e1);
+    }
+  }
+  for (; i < n; i += 16) {  // the last 1-31; masked-off lanes add 0
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    const __m512 e = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), s)));
+    _mm512_mask_storeu_ps(y + i, m, e);
+    if constexpr (Sum) a0 = _mm512_add_ps(a0, e);
+  }
+  if constexpr (Sum) return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+  return 0.0f;
+#else
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t k = i; k < n; ++k) {
+    y[k] = math::exp_fast(x[k] - shift);
+    if constexpr (Sum) sum += y[k];
+  }
+  return sum;
+#endif
+}
+
+}  // namespace mantissa::cpu
