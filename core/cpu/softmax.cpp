@@ -161,11 +161,22 @@ void softmax_row(const T* p, O* q, int64_t n, bool log) {
   }
 }
 
-// e[c] = exp(p[c] - mx[c]) for c < nc, in fp32 (exp_floats on the differences).
+// e[c] = exp(p[c] - mx[c]) for c < nc (exp(p[c]) when mx is null), in fp32: exp_floats on the
+// fp32 input itself or on the widened or shifted copy in e.
 template <typename T>
 void shifted_exps(const T* p, const float* mx, float* e, int64_t nc) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (mx == nullptr) {
+      exp_floats(p, e, nc);
+      return;
+    }
+  }
+  if (mx == nullptr) {
+    widen_block(p, e, nc);
+  } else {
 #pragma omp simd
-  for (int64_t c = 0; c < nc; ++c) e[c] = load_float(p, c) - mx[c];
+    for (int64_t c = 0; c < nc; ++c) e[c] = load_float(p, c) - mx[c];
+  }
   exp_floats(e, e, nc);
 }
 
@@ -273,9 +284,19 @@ void softmax_backward_row(const Y* y, const Y* g, G* gx, int64_t n, bool log) {
   if (log) {  // NOLINT(bugprone-branch-clone): the loops differ; clang-tidy 14 compares omp simd without them
 #pragma omp simd reduction(+ : s)
     for (int64_t i = 0; i < n; ++i) s += load_acc<Acc>(g, i);
+    if constexpr (std::is_same_v<Acc, float>) {  // exp(y) a chunk at a time through exp_floats
+      alignas(64) float e[kRowBuffer];
+      for (int64_t s0 = 0; s0 < n; s0 += kRowBuffer) {
+        const int64_t m = std::min(kRowBuffer, n - s0);
+        shifted_exps(y + s0, nullptr, e, m);
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i)
-      store_acc(gx, i, Acc(load_acc<Acc>(g, i) - math::exp_shifted_acc(load_acc<Acc>(y, i)) * s));
+        for (int64_t i = 0; i < m; ++i) store_acc(gx, s0 + i, load_acc<float>(g, s0 + i) - e[i] * s);
+      }
+    } else {
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i)
+        store_acc(gx, i, Acc(load_acc<Acc>(g, i) - math::exp_shifted_acc(load_acc<Acc>(y, i)) * s));
+    }
   } else {
 #pragma omp simd reduction(+ : s)
     for (int64_t i = 0; i < n; ++i) s += load_acc<Acc>(g, i) * load_acc<Acc>(y, i);
@@ -304,9 +325,16 @@ void softmax_backward_columns(const Y* y, const Y* g, G* gx, int64_t n, int64_t 
     const Y* pg = g + j * inner;
     G* q = gx + j * inner;
     if (log) {  // NOLINT(bugprone-branch-clone): the loops differ; clang-tidy 14 compares omp simd without them
+      if constexpr (std::is_same_v<Acc, float>) {
+        alignas(64) float e[kCols];
+        shifted_exps(py, nullptr, e, nc);
 #pragma omp simd
-      for (int64_t c = 0; c < nc; ++c)
-        store_acc(q, c, Acc(load_acc<Acc>(pg, c) - math::exp_shifted_acc(load_acc<Acc>(py, c)) * s[c]));
+        for (int64_t c = 0; c < nc; ++c) store_acc(q, c, load_acc<float>(pg, c) - e[c] * s[c]);
+      } else {
+#pragma omp simd
+        for (int64_t c = 0; c < nc; ++c)
+          store_acc(q, c, Acc(load_acc<Acc>(pg, c) - math::exp_shifted_acc(load_acc<Acc>(py, c)) * s[c]));
+      }
     } else {
 #pragma omp simd
       for (int64_t c = 0; c < nc; ++c) store_acc(q, c, Acc(load_acc<Acc>(py, c) * (load_acc<Acc>(pg, c) - s[c])));
