@@ -66,6 +66,19 @@ std::vector<std::pair<std::string, Make>> ops() {
     Tensor x = input({n}, dt);
     return Prepared{[x] { keep(mt::exp(x)); }, 2 * n * esize(dt)};
   });
+  // The activations of users' own layers (gated MLPs, recurrent cells), outside the GPT.
+  add("sigmoid", [](int64_t n, mt::DType dt) {
+    Tensor x = input({n}, dt);
+    return Prepared{[x] { keep(mt::sigmoid(x)); }, 2 * n * esize(dt)};
+  });
+  add("silu", [](int64_t n, mt::DType dt) {
+    Tensor x = input({n}, dt);
+    return Prepared{[x] { keep(mt::silu(x)); }, 2 * n * esize(dt)};
+  });
+  add("tanh", [](int64_t n, mt::DType dt) {
+    Tensor x = input({n}, dt);
+    return Prepared{[x] { keep(mt::tanh(x)); }, 2 * n * esize(dt)};
+  });
   add("mul", [](int64_t n, mt::DType dt) {
     Tensor a = input({n}, dt), b = input({n}, dt);
     return Prepared{[a, b] { keep(a * b); }, 3 * n * esize(dt)};

@@ -149,3 +149,48 @@ TEST(VectorExp, Fp32MatchesDoubleExpIncludingDenormalsAndOverflow) {
   EXPECT_EQ(s[3], 0.5f);
   EXPECT_EQ(s[4], 1.0f);
 }
+
+// sigmoid and silu (their AVX-512 forms in cpu::vector_form, libmvec's expf elsewhere): within
+// 4 ulp of the double formulas from -100 to 100 (0 where e^-x overflows float), every length up to 40 (the masked
+// tail), the limits at +-inf, NaN kept; bf16 equal to the rounded fp32 result.
+TEST(VectorSigmoid, SigmoidAndSiluMatchDouble) {
+  const float inf = std::numeric_limits<float>::infinity();
+  // floor: one denormal step of the sigmoid, times x for silu
+  auto near = [](float got, double want, double floor = 1.5e-45) {
+    return std::fabs(double(got) - want) <= std::max(4 * std::fabs(want) * 0x1p-24, floor);
+  };
+  std::vector<float> x;
+  for (int i = -1000000; i <= 1000000; i += 7) x.push_back(float(i) * 1e-4f);
+  for (int n = 1; n <= 40; ++n) {
+    std::vector<float> v = x;
+    if (n < 40) v.assign(x.begin() + 1000 * n, x.begin() + 1000 * n + n);
+    const std::vector<float> s = mt::sigmoid(mt::from_vector(v)).to_vector<float>();
+    const std::vector<float> u = mt::silu(mt::from_vector(v)).to_vector<float>();
+    for (size_t i = 0; i < v.size(); ++i) {
+      const double e = std::exp(-double(v[i]));  // 0 where e^-x overflows float, as torch's float sigmoid
+      const double sd = std::isinf(float(e)) ? 0.0 : 1.0 / (1.0 + e);
+      ASSERT_TRUE(near(s[i], sd)) << "sigmoid(" << v[i] << ") = " << s[i] << ", want " << sd;
+      ASSERT_TRUE(near(u[i], double(v[i]) * sd, std::fabs(double(v[i])) * 1.5e-45))
+          << "silu(" << v[i] << ") = " << u[i];
+    }
+    const Tensor vb = mt::from_vector(v).to(mt::kBFloat16);
+    for (auto op : {+[](const Tensor& t) { return mt::sigmoid(t); }, +[](const Tensor& t) { return mt::silu(t); }}) {
+      const std::vector<float> got = op(vb).to(mt::kFloat32).to_vector<float>();
+      const std::vector<float> want = op(vb.to(mt::kFloat32)).to(mt::kBFloat16).to(mt::kFloat32).to_vector<float>();
+      ASSERT_EQ(got, want) << "bf16, n " << n;
+    }
+  }
+  const std::vector<float> specials{inf, -inf, std::nanf(""), -0.0f, 0.0f, -87.0f, -89.0f, 89.0f};
+  const std::vector<float> s = mt::sigmoid(mt::from_vector(specials)).to_vector<float>();
+  const std::vector<float> u = mt::silu(mt::from_vector(specials)).to_vector<float>();
+  EXPECT_EQ(s[0], 1.0f);
+  EXPECT_EQ(s[1], 0.0f);
+  EXPECT_TRUE(std::isnan(s[2]) && std::isnan(u[2]));
+  EXPECT_EQ(s[3], 0.5f);
+  EXPECT_EQ(s[4], 0.5f);
+  EXPECT_TRUE(near(s[5], 1.0 / (1.0 + std::exp(87.0))));
+  EXPECT_EQ(s[6], 0.0f);  // e^89 overflows float, as in torch
+  EXPECT_EQ(s[7], 1.0f);
+  EXPECT_EQ(u[0], inf);
+  EXPECT_TRUE(std::signbit(u[3]) && u[3] == 0.0f);  // -0 * 0.5
+}

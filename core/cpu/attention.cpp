@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/cpu/loops.h"
-#include "core/cpu/vec_exp.h"
+#include "core/cpu/vec_math.h"
 #include "core/nn_kernels.h"
 #include "core/nn_math.h"
 #include "core/philox.h"

@@ -1,7 +1,7 @@
 // CPU softmax / log_softmax along the middle dim of a contiguous [outer, n, inner] view,
 // forward and backward, without a transposing copy: with inner == 1 a task walks whole rows,
 // otherwise it walks a block of kCols adjacent columns down the n dim, vectorized across them.
-// fp32 math takes its exps from exp_floats (core/cpu/vec_exp.h) over a row or a column block
+// fp32 math takes its exps from exp_floats (core/cpu/vec_math.h) over a row or a column block
 // of differences x - max; the rest are `omp simd` loops that read bf16 through its bits, so a
 // bf16 input feeding the fp32 softmax of autocast is widened on the way (double: libm's exp).
 // log_softmax is (x - max) - log(sum): x - (max + log(sum)) loses log(sum) for huge logits.
@@ -13,7 +13,7 @@
 
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
-#include "core/cpu/vec_exp.h"
+#include "core/cpu/vec_math.h"
 #include "core/nn_kernels.h"
 #include "core/nn_math.h"
 
