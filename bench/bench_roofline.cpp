@@ -167,6 +167,14 @@ std::vector<std::pair<std::string, Make>> ops() {
     return fwd_bwd(
         input({n}, dt, true), [](const Tensor& x) { return mt::gelu(x); }, 5 * n * esize(dt));
   });
+  add("gelu_tanh_fwdbwd", [](int64_t n, mt::DType dt) {  // the GPTs' approximation
+    return fwd_bwd(
+        input({n}, dt, true), [](const Tensor& x) { return mt::gelu(x, "tanh"); }, 5 * n * esize(dt));
+  });
+  add("silu_fwdbwd", [](int64_t n, mt::DType dt) {
+    return fwd_bwd(
+        input({n}, dt, true), [](const Tensor& x) { return mt::silu(x); }, 5 * n * esize(dt));
+  });
   add("dropout", [](int64_t n, mt::DType dt) {
     Tensor x = input({n}, dt);
     return Prepared{[x] { keep(F::dropout(x, 0.1, true)); }, 2 * n * esize(dt)};

@@ -194,3 +194,47 @@ TEST(VectorSigmoid, SigmoidAndSiluMatchDouble) {
   EXPECT_EQ(u[0], inf);
   EXPECT_TRUE(std::signbit(u[3]) && u[3] == 0.0f);  // -0 * 0.5
 }
+
+// gelu's tanh form (x sigmoid(2u) in its AVX-512 form) and the backward of it and of silu (the
+// binary launcher's vector forms), through the ops and autograd: within a few ulp of the double
+// formulas, plus the conditioning of u's rounding (4 |2u| ulp) where sigmoid(2u) is in its tail;
+// the backward ones relative to the size of their two terms (each has a zero where they cancel).
+TEST(VectorSigmoid, GeluTanhAndBackwardsMatchDouble) {
+  std::vector<float> v;
+  for (int i = -120000; i <= 120000; i += 3) v.push_back(float(i) * 1e-4f);  // -12 ... 12
+  v.push_back(-0.0f);
+  const Tensor x = mt::from_vector(v, {}, {.requires_grad = true});
+  const Tensor g = mt::from_vector(std::vector<float>(v.size(), 0.75f));
+  const Tensor y = mt::gelu(x, "tanh");
+  y.backward(g);
+  const std::vector<float> gy = y.to_vector<float>(), gx = x.grad().to_vector<float>();
+  const Tensor xs = mt::from_vector(v, {}, {.requires_grad = true});
+  mt::silu(xs).backward(g);
+  const std::vector<float> sx = xs.grad().to_vector<float>();
+  const double k = 0.79788456080286535588, c = 0.044715;
+  for (size_t i = 0; i < v.size(); ++i) {
+    // 0.5 (1 + tanh(u)) as 1 / (1 + e^-2u), 0.5 (1 - tanh(u)^2) as 2 s (1 - s): the same values,
+    // without the cancellation of 1 + tanh(u) near -1 (which double has too, below u = -19).
+    // (0 where e^-2u overflows float, as the float sigmoid.)
+    const double xd = v[i], u = k * (xd + c * xd * xd * xd), e = std::exp(-2 * u);
+    const double su = std::isinf(float(e)) ? 0.0 : 1 / (1 + e);
+    const double want_y = xd * su;
+    const double gx_term2 = 0.75 * xd * 2 * su * (1 - su) * k * (1 + 3 * c * xd * xd);
+    const double want_gx = 0.75 * su + gx_term2;
+    const double s = std::isinf(float(std::exp(-xd))) ? 0.0 : 1 / (1 + std::exp(-xd));
+    const double want_sx = 0.75 * s * (1 + xd * (1 - s)), sx_size = 0.75 * s * (1 + std::fabs(xd) * (1 - s));
+    const double ulps = 6 + 4 * std::fabs(2 * u);  // u is rounded ~2 ulp; s moves by 2u times that
+    const double floor = 1e-40;                    // deep in the denormals (s below 1e-38) a few bits may differ
+    ASSERT_NEAR(gy[i], want_y, ulps * std::fabs(want_y) * 0x1p-24 + floor) << "gelu_tanh(" << v[i] << ")";
+    ASSERT_NEAR(gx[i], want_gx, ulps * (0.75 * su + std::fabs(gx_term2)) * 0x1p-24 + floor)
+        << "gelu_tanh'(" << v[i] << ")";
+    ASSERT_NEAR(sx[i], want_sx, (6 + 2 * std::fabs(xd)) * sx_size * 0x1p-24 + floor) << "silu'(" << v[i] << ")";
+  }
+  EXPECT_TRUE(std::signbit(gy.back()) && gy.back() == 0.0f);  // gelu(-0) = -0
+  // NaN stays NaN, the limits hold.
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> sp =
+      mt::gelu(mt::from_vector(std::vector<float>{std::nanf(""), inf, -inf}), "tanh").to_vector<float>();
+  EXPECT_TRUE(std::isnan(sp[0]));
+  EXPECT_EQ(sp[1], inf);
+}

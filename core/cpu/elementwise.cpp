@@ -47,7 +47,7 @@ bool same_layout_contiguous(const Tensor& a, const Tensor& b) {
 }
 
 // f over contiguous fp32/bf16/fp16 data for the functors with an AVX-512 form (exp, sigmoid,
-// silu: core/cpu/vec_math.h), bf16/fp16 in fp32 blocks; their libmvec calls in the
+// silu, gelu's tanh form: core/cpu/vec_math.h), bf16/fp16 in fp32 blocks; their libmvec calls in the
 // functors' `omp simd` loops held them at a third of memcpy in fp32 and an eighth in bf16.
 // exp keeps exp_floats on other CPUs too (math::exp_fast, vectorized by GCC).
 template <typename In, typename Out, typename F>
@@ -67,6 +67,23 @@ void vector_form_block(F f, const In* x, Out* y, int64_t n) {
       widen_block(x + s, buf, m);
       apply(buf, buf, m);
       narrow_block(buf, y + s, m);
+    }
+  }
+}
+
+// The same for the backward functors with an AVX-512 form: y = f(a, b) (a: the gradient).
+template <typename In, typename Out, typename F>
+void vector_form_block(F f, const In* a, const In* b, Out* y, int64_t n) {
+  if constexpr (std::is_same_v<In, float> && std::is_same_v<Out, float>) {
+    map_floats(f, a, b, y, n);
+  } else {
+    alignas(64) float ba[kAccBlock], bb[kAccBlock];
+    for (int64_t s = 0; s < n; s += kAccBlock) {
+      const int64_t m = std::min(kAccBlock, n - s);
+      widen_block(a + s, ba, m);
+      widen_block(b + s, bb, m);
+      map_floats(f, ba, bb, ba, m);
+      narrow_block(ba, y + s, m);
     }
   }
 }
@@ -102,6 +119,11 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
   Out* y = ptr<Out>(out);
   const int64_t n = out.numel();
   if (same_layout_contiguous(a, out) && same_layout_contiguous(b, out)) {
+    if constexpr (kHasBinaryVectorForm<F> && std::is_same_v<Acc, float>) {
+      parallel_for(0, n, kParallelGrain,
+                   [&](int64_t s, int64_t e) { vector_form_block(f, pa + s, pb + s, y + s, e - s); });
+      return;
+    }
     parallel_for(0, n, kParallelGrain, [&](int64_t s, int64_t e) {
       map_acc<Acc>(pa + s, pb + s, y + s, e - s, [&](Acc u, Acc v) { return f(u, v); });
     });
