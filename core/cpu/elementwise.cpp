@@ -47,7 +47,7 @@ bool same_layout_contiguous(const Tensor& a, const Tensor& b) {
 }
 
 // f over contiguous fp32/bf16/fp16 data for the functors with an AVX-512 form (exp, sigmoid,
-// silu, gelu's tanh form: core/cpu/vec_math.h), bf16/fp16 in fp32 blocks; their libmvec calls in the
+// silu, gelu: core/cpu/vec_math.h), bf16/fp16 in fp32 blocks; their libmvec calls in the
 // functors' `omp simd` loops held them at a third of memcpy in fp32 and an eighth in bf16.
 // exp keeps exp_floats on other CPUs too (math::exp_fast, vectorized by GCC).
 template <typename In, typename Out, typename F>

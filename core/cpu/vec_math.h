@@ -1,7 +1,7 @@
 // Vector math for the CPU kernels whose time goes into a transcendental function: exp over a
 // row of floats (the exp op, softmax, log_softmax, attention's scores) and the AVX-512 forms of
-// the elementwise functors exp, sigmoid, silu, gelu's tanh form and the backward of the last two
-// (the unary and binary launchers' contiguous loops). tanh
+// the elementwise functors exp, sigmoid, silu, gelu (both forms) and the backward of the last
+// two (the unary and binary launchers' contiguous loops). tanh
 // keeps libmvec's tanhf: Cephes' tanhf here, both branches and a division per vector, was 7 %
 // faster in fp32 and 10 % slower in bf16.
 // exp on AVX-512: Cephes' reduction and polynomial (the same as math::exp_parts) with 2^n
@@ -73,6 +73,22 @@ inline __m512 vector_form(math::GeluTanhBackward, __m512 g, __m512 x) {
   const __m512 du = _mm512_fmadd_ps(_mm512_mul_ps(x, x), _mm512_set1_ps(3.0f * 0.044715f), one);
   const __m512 t = _mm512_mul_ps(_mm512_mul_ps(x, _mm512_sub_ps(one, s)), du);
   return _mm512_mul_ps(_mm512_mul_ps(g, s), _mm512_fmadd_ps(t, _mm512_set1_ps(2.0f * 0.79788456080286535588f), one));
+}
+
+// x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), in the functor's order (gelu(-0) = -0, as torch).
+inline __m512 vector_form(math::GeluErf, __m512 x) {
+  const __m512 erf = Eigen::internal::generic_fast_erf_float(_mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752440f)));
+  return _mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps(0.5f)), _mm512_add_ps(erf, _mm512_set1_ps(1.0f)));
+}
+// g (Phi(x) + x phi(x)): erf by Eigen's packet form of math::erf_acc's rational interpolant,
+// the density's exp by exp16.
+inline __m512 vector_form(math::GeluErfBackward, __m512 g, __m512 x) {
+  const __m512 half = _mm512_set1_ps(0.5f);
+  const __m512 erf = Eigen::internal::generic_fast_erf_float(_mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752440f)));
+  const __m512 cdf = _mm512_fmadd_ps(erf, half, half);
+  const __m512 pdf = _mm512_mul_ps(exp16(_mm512_mul_ps(_mm512_mul_ps(x, x), _mm512_set1_ps(-0.5f))),
+                                   _mm512_set1_ps(0.39894228040143267794f));
+  return _mm512_mul_ps(g, _mm512_fmadd_ps(x, pdf, cdf));
 }
 
 template <typename F>
