@@ -277,6 +277,21 @@ void copy(const Tensor& src, const Tensor& dst) {
   }
   dispatch_all(src.dtype(), [&]<typename In>() {
     dispatch_all(dst.dtype(), [&]<typename Out>() {
+      // fp32 <-> bf16/fp16, both contiguous (autocast's casts): one widening or rounding pass
+      // straight between the tensors, not through an fp32 block copied on one side.
+      if constexpr (kBlockType<In> && kBlockType<Out> && (std::is_same_v<In, float> != std::is_same_v<Out, float>)) {
+        if (same_layout_contiguous(src, dst)) {
+          const In* x = ptr<In>(src);
+          Out* y = ptr<Out>(dst);
+          parallel_for(0, dst.numel(), kParallelGrain, [&](int64_t b, int64_t e) {
+            if constexpr (std::is_same_v<In, float>)
+              narrow_block(x + b, y + b, e - b);
+            else
+              widen_block(x + b, y + b, e - b);
+          });
+          return;
+        }
+      }
       // Between float types of at most 32 bits through float (exact) and the vector blocks.
       using Acc = std::conditional_t<kBlockType<In> && kBlockType<Out>, float, In>;
       unary_loop<In, Out, Acc>(src, dst, [](Acc v) { return v; });
