@@ -58,27 +58,19 @@ constexpr int64_t kRow = 256, kNormRow = 1024;
 std::vector<std::pair<std::string, Make>> ops() {
   std::vector<std::pair<std::string, Make>> v;
   auto add = [&](std::string name, Make m) { v.emplace_back(std::move(name), std::move(m)); };
-  add("relu", [](int64_t n, mt::DType dt) {
-    Tensor x = input({n}, dt);
-    return Prepared{[x] { keep(mt::relu(x)); }, 2 * n * esize(dt)};
-  });
-  add("exp", [](int64_t n, mt::DType dt) {
-    Tensor x = input({n}, dt);
-    return Prepared{[x] { keep(mt::exp(x)); }, 2 * n * esize(dt)};
-  });
-  // The activations of users' own layers (gated MLPs, recurrent cells), outside the GPT.
-  add("sigmoid", [](int64_t n, mt::DType dt) {
-    Tensor x = input({n}, dt);
-    return Prepared{[x] { keep(mt::sigmoid(x)); }, 2 * n * esize(dt)};
-  });
-  add("silu", [](int64_t n, mt::DType dt) {
-    Tensor x = input({n}, dt);
-    return Prepared{[x] { keep(mt::silu(x)); }, 2 * n * esize(dt)};
-  });
-  add("tanh", [](int64_t n, mt::DType dt) {
-    Tensor x = input({n}, dt);
-    return Prepared{[x] { keep(mt::tanh(x)); }, 2 * n * esize(dt)};
-  });
+  // Unary ops: relu, exp, and the activations of users' own layers (gated MLPs, recurrent
+  // cells) outside the GPT.
+  using Unary = Tensor (*)(const Tensor&);
+  for (const auto& [name, op] :
+       std::vector<std::pair<std::string, Unary>>{{"relu", [](const Tensor& x) { return mt::relu(x); }},
+                                                  {"exp", [](const Tensor& x) { return mt::exp(x); }},
+                                                  {"sigmoid", [](const Tensor& x) { return mt::sigmoid(x); }},
+                                                  {"silu", [](const Tensor& x) { return mt::silu(x); }},
+                                                  {"tanh", [](const Tensor& x) { return mt::tanh(x); }}})
+    add(name, [op = op](int64_t n, mt::DType dt) {
+      Tensor x = input({n}, dt);
+      return Prepared{[x, op] { keep(op(x)); }, 2 * n * esize(dt)};
+    });
   add("mul", [](int64_t n, mt::DType dt) {
     Tensor a = input({n}, dt), b = input({n}, dt);
     return Prepared{[a, b] { keep(a * b); }, 3 * n * esize(dt)};
