@@ -97,6 +97,8 @@ struct Problem {
         for (int64_t j = 0; j < nk; ++j) s[j] = 0;
         continue;
       }
+      // P = exp(s - lse), not the sum pass's exps over their sum: the backward recomputes P
+      // from the saved lse, and this way both passes give the same bits.
       if constexpr (std::is_same_v<A, float>) {
         exp_floats(s, s, nk, row_lse);
       } else {

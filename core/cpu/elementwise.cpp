@@ -54,7 +54,7 @@ template <typename In, typename Out, typename F>
 void vector_form_block(F f, const In* x, Out* y, int64_t n) {
   auto apply = [f](const float* src, float* dst, int64_t m) {
     if constexpr (kHasVectorForm<F>)
-      map_floats(f, src, dst, m);
+      map_floats(f, dst, m, src);
     else
       exp_floats(src, dst, m);
   };
@@ -75,14 +75,14 @@ void vector_form_block(F f, const In* x, Out* y, int64_t n) {
 template <typename In, typename Out, typename F>
 void vector_form_block(F f, const In* a, const In* b, Out* y, int64_t n) {
   if constexpr (std::is_same_v<In, float> && std::is_same_v<Out, float>) {
-    map_floats(f, a, b, y, n);
+    map_floats(f, y, n, a, b);
   } else {
     alignas(64) float ba[kAccBlock], bb[kAccBlock];
     for (int64_t s = 0; s < n; s += kAccBlock) {
       const int64_t m = std::min(kAccBlock, n - s);
       widen_block(a + s, ba, m);
       widen_block(b + s, bb, m);
-      map_floats(f, ba, bb, ba, m);
+      map_floats(f, ba, m, ba, bb);
       narrow_block(ba, y + s, m);
     }
   }

@@ -100,25 +100,15 @@ constexpr bool kHasBinaryVectorForm = requires(__m512 v) {
   vector_form(F{}, v, v);
 };
 
-// y[i] = f(x[i]) for i in [0, n), 16 at a time; y may be x.
-template <typename F>
-void map_floats(F f, const float* x, float* y, int64_t n) {
+// y[i] = f(x[i]...) for i in [0, n), 16 at a time, over one input (x) or two (a backward's g,
+// x); y may be an input.
+template <typename F, typename... X>
+void map_floats(F f, float* y, int64_t n, const X*... x) {
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, vector_form(f, _mm512_loadu_ps(x + i)));
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, vector_form(f, _mm512_loadu_ps(x + i)...));
   if (i < n) {
     const __mmask16 m = __mmask16((1u << (n - i)) - 1);
-    _mm512_mask_storeu_ps(y + i, m, vector_form(f, _mm512_maskz_loadu_ps(m, x + i)));
-  }
-}
-
-// y[i] = f(g[i], x[i]) for i in [0, n), 16 at a time; y may be g or x.
-template <typename F>
-void map_floats(F f, const float* g, const float* x, float* y, int64_t n) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, vector_form(f, _mm512_loadu_ps(g + i), _mm512_loadu_ps(x + i)));
-  if (i < n) {
-    const __mmask16 m = __mmask16((1u << (n - i)) - 1);
-    _mm512_mask_storeu_ps(y + i, m, vector_form(f, _mm512_maskz_loadu_ps(m, g + i), _mm512_maskz_loadu_ps(m, x + i)));
+    _mm512_mask_storeu_ps(y + i, m, vector_form(f, _mm512_maskz_loadu_ps(m, x + i)...));
   }
 }
 
