@@ -146,6 +146,43 @@ TEST(SoftmaxKernels, Bf16InputUnderAutocastReadsBf16) {
     }
 }
 
+// Last-dim rows go through the kernel in groups of up to 8 that fit a 4096-float buffer, longer
+// rows one at a time: row counts that leave a partial group, rows of 1000 (4 to a group) and of
+// 5000 (alone, in chunks), forward and backward, in fp32, bf16 and fp16 against float64 loops.
+TEST(SoftmaxKernels, RowGroupsAndLongRows) {
+  mt::manual_seed(5);
+  for (const mt::Shape& s : {mt::Shape{19, 256}, mt::Shape{7, 1000}, mt::Shape{3, 5000}, mt::Shape{9, 1}}) {
+    Tensor x = mt::randn(s) * 3.0;
+    Tensor gy = mt::randn(s);
+    for (mt::DType dt : {mt::kFloat32, mt::kBFloat16, mt::kHalf})
+      for (bool log : {false, true}) {
+        const std::string what =
+            std::string(log ? "log_softmax " : "softmax ") + mt::dtype_name(dt) + " rows of " + std::to_string(s[1]);
+        Tensor xt = x.to(dt).clone().requires_grad_();  // to(kFloat32) of x is x itself
+        const std::vector<double> xd = xt.detach().to(mt::kFloat64).to_vector<double>();
+        const std::vector<double> want = reference_softmax(xd, {1, s[0], s[1]}, 2, log);
+        Tensor y = log ? mt::log_softmax(xt, 1) : mt::softmax(xt, 1);
+        const double tol = dt == mt::kFloat32 ? 2e-6 : dt == mt::kBFloat16 ? 8e-3 : 1e-3;
+        expect_near_all(y, want, tol, what);
+        // Backward against the float64 formula applied to the rounded output and gradient.
+        Tensor g = gy.to(dt);
+        (y * g).sum().backward();
+        const std::vector<double> yd = y.detach().to(mt::kFloat64).to_vector<double>();
+        const std::vector<double> gd = g.to(mt::kFloat64).to_vector<double>();
+        std::vector<double> gx(yd.size());
+        for (int64_t r = 0; r < s[0]; ++r) {
+          double sum = 0;
+          for (int64_t i = 0; i < s[1]; ++i) sum += log ? gd[r * s[1] + i] : gd[r * s[1] + i] * yd[r * s[1] + i];
+          for (int64_t i = 0; i < s[1]; ++i) {
+            const int64_t k = r * s[1] + i;
+            gx[k] = log ? gd[k] - std::exp(yd[k]) * sum : yd[k] * (gd[k] - sum);
+          }
+        }
+        expect_near_all(xt.grad(), gx, dt == mt::kFloat32 ? 1e-5 : 2e-2, what + " backward");
+      }
+  }
+}
+
 // where over [B, H, T, T] with a [1, 1, T, T] mask, a scalar fill and non-unit strides, every
 // element size, against a scalar loop.
 TEST(WhereKernel, BroadcastMaskMatchesScalarLoop) {

@@ -11,12 +11,15 @@
 // thread). Elsewhere: math::exp_fast in an `omp simd` loop. Both within 1.3 ulp of expf, with
 // its denormals, infinities and NaN.
 #pragma once
+#include <bit>
 #include <cstdint>
+#include <type_traits>
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
 #include "core/elementwise_math.h"
+#include "core/half.h"
 
 namespace mantissa::cpu {
 
@@ -119,18 +122,31 @@ template <typename F>
 constexpr bool kHasBinaryVectorForm = false;
 #endif
 
-// y[i] = e^(x[i] - shift) for i in [0, n); y may be x. Returns the sum of the y[i] when Sum
-// (softmax's denominator, added as the exps are made: two accumulators of alternate vectors,
-// then the tail, so the order depends on n only).
-template <bool Sum = false>
-inline float exp_floats(const float* x, float* y, int64_t n, float shift = 0.0f) {
+#if defined(__AVX512F__)
+// 16 elements of p as floats (masked-off lanes 0); float or bf16 (widened through its bits).
+template <typename T>
+inline __m512 load16(const T* p, __mmask16 m = 0xFFFF) {
+  if constexpr (std::is_same_v<T, float>)
+    return _mm512_maskz_loadu_ps(m, p);
+  else
+    return _mm512_castsi512_ps(_mm512_slli_epi32(
+        _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(p))), 16));
+}
+#endif
+
+// y[i] = e^(x[i] - shift) for i in [0, n), x float or bf16 (widened as it is read); y may be x.
+// Returns the sum of the y[i] when Sum (softmax's denominator, added as the exps are made: two
+// accumulators of alternate vectors, then the tail, so the order depends on n only).
+template <bool Sum = false, typename T>
+inline float exp_floats(const T* x, float* y, int64_t n, float shift = 0.0f) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, BFloat16>, "exp_floats reads float or bf16");
   int64_t i = 0;
 #if defined(__AVX512F__)
   const __m512 s = _mm512_set1_ps(shift);
   __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
   for (; i + 32 <= n; i += 32) {
-    const __m512 e0 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), s));
-    const __m512 e1 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), s));
+    const __m512 e0 = exp16(_mm512_sub_ps(load16(x + i), s));
+    const __m512 e1 = exp16(_mm512_sub_ps(load16(x + i + 16), s));
     _mm512_storeu_ps(y + i, e0);
     _mm512_storeu_ps(y + i + 16, e1);
     if constexpr (Sum) {
@@ -140,7 +156,7 @@ inline float exp_floats(const float* x, float* y, int64_t n, float shift = 0.0f)
   }
   for (; i < n; i += 16) {  // the last 1-31; masked-off lanes add 0
     const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
-    const __m512 e = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), s)));
+    const __m512 e = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(load16(x + i, m), s)));
     _mm512_mask_storeu_ps(y + i, m, e);
     if constexpr (Sum) a0 = _mm512_add_ps(a0, e);
   }
@@ -150,7 +166,12 @@ inline float exp_floats(const float* x, float* y, int64_t n, float shift = 0.0f)
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
   for (int64_t k = i; k < n; ++k) {
-    y[k] = math::exp_fast(x[k] - shift);
+    float v;
+    if constexpr (std::is_same_v<T, float>)
+      v = x[k];
+    else
+      v = std::bit_cast<float>(uint32_t(reinterpret_cast<const uint16_t*>(x)[k]) << 16);
+    y[k] = math::exp_fast(v - shift);
     if constexpr (Sum) sum += y[k];
   }
   return sum;
