@@ -102,6 +102,32 @@ TEST(NormExtra, EdgesAndErrors) {
   EXPECT_THAT([] { nn::GroupNorm(3, 4); }, testing::ThrowsMessage<mt::Error>(HasSubstr("divide")));
 }
 
+// Layer norm rows longer than the kernels' 64 partial sums, with a tail (200 = 3 * 64 + 8), in
+// fp32 and bf16 against the same op in float64: output, input, weight and bias gradients.
+TEST(NormExtra, LayerNormLongRowsMatchFloat64) {
+  mt::manual_seed(9);
+  const Tensor x = mt::randn({5, 200}) * 2.0 + 0.5, w = mt::randn({200}), b = mt::randn({200}),
+               gy = mt::randn({5, 200});
+  auto run = [&](mt::DType dt) {
+    Tensor xt = x.to(dt).clone().requires_grad_(), wt = w.to(dt).clone().requires_grad_();
+    Tensor bt = b.to(dt).clone().requires_grad_();
+    Tensor y = F::layer_norm(xt, {200}, wt, bt);
+    y.backward(gy.to(dt));
+    return std::vector<Tensor>{y, xt.grad(), wt.grad(), bt.grad()};
+  };
+  const std::vector<Tensor> want = run(mt::kFloat64);
+  const char* names[] = {"y", "gx", "gw", "gb"};
+  for (mt::DType dt : {mt::kFloat32, mt::kBFloat16}) {
+    const std::vector<Tensor> got = run(dt);
+    for (size_t k = 0; k < got.size(); ++k) {
+      // relative to the largest value (gw sums 5 rows of products)
+      const double scale = mt::amax(mt::abs(want[k])).item<double>();
+      EXPECT_LE(max_diff(got[k], want[k]), (dt == mt::kFloat32 ? 1e-5 : 2e-2) * scale)
+          << names[k] << " " << mt::dtype_name(dt);
+    }
+  }
+}
+
 TEST(ChannelDropout, WholeChannelsAreDroppedAndScaled) {
   mt::manual_seed(5);
   const double p = 0.3;

@@ -157,41 +157,55 @@ void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
       // Column sums of this chunk of rows, merged once at the end; rows go through
       // branch-free loops over [n] buffers so they vectorize.
       std::vector<A> pw(size_t(n), A(0)), pb(size_t(n), A(0)), ones(Wp ? 0 : size_t(n), A(1));
-      std::vector<A> xhat(static_cast<size_t>(n)), g(static_cast<size_t>(n));
+      std::vector<A> narrow(kUseAccBlocks<T, T, A> ? size_t(n) : 0);
       const A* wv = Wp ? Wp : ones.data();
-      A* xh = xhat.data();
-      A* gp = g.data();
       for (int64_t r = s; r < e; ++r) {
         const T* xr = X + r * n;
         const T* gr = GY + r * n;
         const A m = Mp[r], rs = Rp[r];
-        A sg = 0, sgx = 0;
         A* pwp = pw.data();
         A* pbp = pb.data();
         // One pass for the row's sums and the weight/bias column sums (a second pass over gy
-        // and x-hat for the column sums cost a fifth of the backward).
-#pragma omp simd reduction(+ : sg, sgx)
-        for (int64_t i = 0; i < n; ++i) {
-          const A gyi = load_acc<A>(gr, i), xhi = math::normalize(load_acc<A>(xr, i), m, rs);
-          const A gi = gyi * wv[i];
-          xh[i] = xhi;
-          gp[i] = gi;
-          sg += gi;
-          sgx += gi * xhi;
-          pwp[i] += gyi * xhi;
-          pbp[i] += gyi;
+        // and x-hat for the column sums cost a fifth of the backward). x-hat and g * w are
+        // recomputed below rather than stored (two stores per element), and the row's sums run
+        // in kSumLanes lanes, several vectors' worth of independent additions: `omp simd
+        // reduction` kept one accumulator, an addition's latency per vector.
+        alignas(64) A lg[kSumLanes] = {}, lgx[kSumLanes] = {};
+        auto accumulate = [&](int64_t i0, int64_t len) {
+#pragma omp simd
+          for (int64_t k = 0; k < len; ++k) {
+            const int64_t i = i0 + k;
+            const A gyi = load_acc<A>(gr, i), xhi = math::normalize(load_acc<A>(xr, i), m, rs);
+            const A gi = gyi * wv[i];
+            lg[k] += gi;
+            lgx[k] += gi * xhi;
+            pwp[i] += gyi * xhi;
+            pbp[i] += gyi;
+          }
+        };
+        int64_t i0 = 0;
+        for (; i0 + kSumLanes <= n; i0 += kSumLanes) accumulate(i0, kSumLanes);
+        accumulate(i0, n - i0);
+        A sg = 0, sgx = 0;
+        for (int64_t k = 0; k < kSumLanes; ++k) {
+          sg += lg[k];
+          sgx += lgx[k];
         }
         if (!GX) continue;
         const A mg = sg / A(n), mgx = sgx / A(n);
         T* gxr = GX + r * n;
-        if constexpr (std::is_same_v<A, float> && !std::is_same_v<T, float>) {
-          // in the fp32 x-hat buffer, then one rounding pass (vcvtneps2bf16)
+        auto gx_at = [&](int64_t i) {
+          return math::norm_backward(load_acc<A>(gr, i) * wv[i], math::normalize(load_acc<A>(xr, i), m, rs), rs, mg,
+                                     mgx);
+        };
+        if constexpr (kUseAccBlocks<T, T, A>) {  // in an fp32 buffer, then one rounding pass (vcvtneps2bf16)
+          A* q = narrow.data();
 #pragma omp simd
-          for (int64_t i = 0; i < n; ++i) xh[i] = math::norm_backward(gp[i], xh[i], rs, mg, mgx);
-          narrow_block(xh, gxr, n);
+          for (int64_t i = 0; i < n; ++i) q[i] = gx_at(i);
+          narrow_block(q, gxr, n);
         } else {
 #pragma omp simd
-          for (int64_t i = 0; i < n; ++i) store_acc(gxr, i, math::norm_backward(gp[i], xh[i], rs, mg, mgx));
+          for (int64_t i = 0; i < n; ++i) store_acc(gxr, i, gx_at(i));
         }
       }
 #pragma omp critical(mantissa_layer_norm_backward)
