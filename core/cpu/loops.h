@@ -415,16 +415,35 @@ void for_each_row(const Shape& shape_in, const std::array<Shape, N>& strides_in,
   });
 }
 
-// sum of f(a[i]) for i < n in kSumLanes partial sums (four AVX-512 registers): a row's
-// reduction as one vector add chain waited on each add's latency (the fp32 layer norm at 40 %
-// of memcpy, bf16 at 15 %; var over rows at 30 %). With `copy`, a[i] (bf16/fp16 widened) is also written to copy[i]:
-// a narrow row is widened in the pass that sums it.
+// Row sums in kSumLanes partial sums (four AVX-512 registers of floats): a row's reduction as
+// one vector add chain (`omp simd reduction`) waited on each add's latency (the fp32 layer norm
+// at 40 % of memcpy, bf16 at 15 %; var over rows at 30 %).
 constexpr int64_t kSumLanes = 64;
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push  // GCC 12 flags the "undefined" operand inside _mm512_reduce_add_ps
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+// acc[0] + ... + acc[kSumLanes - 1], as a tree: on AVX-512 four vectors and one in-register tree
+// (GCC's loop over halving widths went scalar below 16 lanes, and a plain loop is a chain).
+template <typename A>
+A add_lanes(A* acc) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<A, float>) {
+    const __m512 s01 = _mm512_add_ps(_mm512_load_ps(acc), _mm512_load_ps(acc + 16));
+    const __m512 s23 = _mm512_add_ps(_mm512_load_ps(acc + 32), _mm512_load_ps(acc + 48));
+    return _mm512_reduce_add_ps(_mm512_add_ps(s01, s23));
+  }
+#endif
+  for (int64_t w = kSumLanes / 2; w > 0; w /= 2) {
+#pragma omp simd
+    for (int64_t k = 0; k < w; ++k) acc[k] += acc[k + w];
+  }
+  return acc[0];
+}
+
+// sum of f(a[i]) for i < n in kSumLanes partial sums. With `copy`, a[i] (bf16/fp16 widened) is
+// also written to copy[i]: a narrow row is widened in the pass that sums it.
 template <typename T, typename F>
 float sum_wide(const T* a, int64_t n, F f, float* copy = nullptr) {
   alignas(64) float acc[kSumLanes] = {};
@@ -448,20 +467,9 @@ float sum_wide(const T* a, int64_t n, F f, float* copy = nullptr) {
     if (copy) copy[i] = v;
     tail += f(v);
   }
-#if defined(__AVX512F__)
-  // The 64 sums as four vectors and one in-register tree (GCC's loop over halving widths went
-  // scalar below 16 lanes).
-  const __m512 s01 = _mm512_add_ps(_mm512_load_ps(acc), _mm512_load_ps(acc + 16));
-  const __m512 s23 = _mm512_add_ps(_mm512_load_ps(acc + 32), _mm512_load_ps(acc + 48));
-  return _mm512_reduce_add_ps(_mm512_add_ps(s01, s23)) + tail;
-#else
-  for (int64_t w = kSumLanes / 2; w > 0; w /= 2) {
-#pragma omp simd
-    for (int64_t k = 0; k < w; ++k) acc[k] += acc[k + w];
-  }
-  return acc[0] + tail;
-#endif
+  return add_lanes(acc) + tail;
 }
+
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif

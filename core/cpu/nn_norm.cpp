@@ -186,11 +186,7 @@ void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
         int64_t i0 = 0;
         for (; i0 + kSumLanes <= n; i0 += kSumLanes) accumulate(i0, kSumLanes);
         accumulate(i0, n - i0);
-        A sg = 0, sgx = 0;
-        for (int64_t k = 0; k < kSumLanes; ++k) {
-          sg += lg[k];
-          sgx += lgx[k];
-        }
+        const A sg = add_lanes(lg), sgx = add_lanes(lgx);
         if (!GX) continue;
         const A mg = sg / A(n), mgx = sgx / A(n);
         T* gxr = GX + r * n;

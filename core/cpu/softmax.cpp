@@ -340,15 +340,21 @@ void softmax_columns(const T* x, O* y, int64_t n, int64_t inner, int64_t nc, boo
 // softmax gx = y * (g - sum(g * y)); log_softmax gx = g - exp(y) * sum(g).
 template <typename Acc, typename Y>
 Acc backward_row_sum(const Y* y, const Y* g, int64_t n, bool log) {
-  Acc s = 0;
-  if (log) {  // NOLINT(bugprone-branch-clone): the loops differ; clang-tidy 14 compares omp simd without them
-#pragma omp simd reduction(+ : s)
-    for (int64_t i = 0; i < n; ++i) s += load_acc<Acc>(g, i);
-  } else {
-#pragma omp simd reduction(+ : s)
-    for (int64_t i = 0; i < n; ++i) s += load_acc<Acc>(g, i) * load_acc<Acc>(y, i);
+  alignas(64) Acc acc[kSumLanes] = {};  // independent partial sums (sum_wide's reason)
+  int64_t i = 0;
+  for (; i + kSumLanes <= n; i += kSumLanes) {
+    const Y *yb = y + i, *gb = g + i;
+    if (log) {  // NOLINT(bugprone-branch-clone): the loops differ; clang-tidy 14 compares omp simd without them
+#pragma omp simd
+      for (int64_t k = 0; k < kSumLanes; ++k) acc[k] += load_acc<Acc>(gb, k);
+    } else {
+#pragma omp simd
+      for (int64_t k = 0; k < kSumLanes; ++k) acc[k] += load_acc<Acc>(gb, k) * load_acc<Acc>(yb, k);
+    }
   }
-  return s;
+  Acc tail = 0;
+  for (; i < n; ++i) tail += log ? load_acc<Acc>(g, i) : load_acc<Acc>(g, i) * load_acc<Acc>(y, i);
+  return add_lanes(acc) + tail;
 }
 
 template <typename Acc, typename Y, typename G>
