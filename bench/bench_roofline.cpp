@@ -3,8 +3,11 @@
 // same threads measured in the same run. Bytes are the op's compulsory traffic: every input read
 // once and every output written once (fwd+bwd rows add the backward's reads and writes); a
 // kernel that re-reads from cache is not charged for it. Target: every row >= 50 % of memcpy at
-// >= 1M elements. After the runs a table prints each row's share of memcpy and marks those below.
-//   build/bench/bench_roofline                 # quick set: 1M and 4M elements
+// >= 1M elements. After the runs a table prints each row's share of memcpy and marks those below,
+// and its share of the same op's rate at 64K elements on one thread times the threads (data in
+// L2; a row near or above 100 % there is held back by its arithmetic, and only faster math would
+// lift it).
+//   build/bench/bench_roofline                 # quick set: 64K, 1M and 4M elements
 //   build/bench/bench_roofline --full          # 64K ... 64M elements
 //   build/bench/bench_roofline --benchmark_filter=softmax
 #include <benchmark/benchmark.h>
@@ -244,8 +247,9 @@ class RooflineReporter : public benchmark::ConsoleReporter {
   }
   void Finalize() override {
     ConsoleReporter::Finalize();
-    std::printf("\n%-44s %10s %10s %7s\n", "op/dtype/numel/threads", "GB/s", "memcpy", "share");
+    std::printf("\n%-44s %10s %10s %7s %8s\n", "op/dtype/numel/threads", "GB/s", "memcpy", "share", "of 64K");
     std::vector<std::string> below;
+    int compute_bound = 0;
     for (const auto& [name, g] : gbps_) {
       if (name.rfind("memcpy", 0) == 0) continue;
       // name: op/dtype/size/tN; memcpy row: memcpy/eK/size/tN with K the element size.
@@ -256,11 +260,27 @@ class RooflineReporter : public benchmark::ConsoleReporter {
       if (m == gbps_.end()) continue;
       const double share = g / m->second;
       const bool big = rest.find('M') != std::string::npos;
-      std::printf("%-44s %10.2f %10.2f %6.0f%%%s\n", name.c_str(), g, m->second, 100 * share,
+      // The same op on one thread at 64K elements, where its data stays in L2, times the
+      // threads (64K on two threads is mostly the pool's overhead). A big row at or above it
+      // (a 64K call also pays the per-call costs) moves its bytes as fast as from cache: memory
+      // is not what holds it back, its arithmetic is.
+      const int threads = std::stoi(rest.substr(rest.rfind('t') + 1));
+      auto cached = gbps_.find(name.substr(0, b + 1) + "64K/t1");
+      const double in_cache = cached != gbps_.end() && big ? g / (threads * cached->second) : 0;
+      char note[32] = "";
+      if (in_cache > 0) std::snprintf(note, sizeof note, "%6.0f%%", 100 * in_cache);
+      std::printf("%-44s %10.2f %10.2f %6.0f%% %8s%s\n", name.c_str(), g, m->second, 100 * share, note,
                   big && share < 0.5 ? "  < 50%" : "");
-      if (big && share < 0.5) below.push_back(name);
+      if (big && share < 0.5) {
+        below.push_back(name);
+        if (in_cache >= 0.7) ++compute_bound;
+      }
     }
-    std::printf("\n%zu rows at >= 1M elements below 50%% of memcpy\n", below.size());
+    std::printf("\n%zu rows at >= 1M elements below 50%% of memcpy", below.size());
+    std::printf(
+        ", %d of them at >= 70%% of their rate from cache (\"of 64K\": the op at 64K elements on one thread,\n"
+        "times the threads): held back by their arithmetic, not by memory\n",
+        compute_bound);
   }
 
  private:
@@ -279,7 +299,7 @@ int main(int argc, char** argv) {
       args.push_back(argv[i]);
   }
   const std::vector<int64_t> sizes = full ? std::vector<int64_t>{1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24, 1 << 26}
-                                          : std::vector<int64_t>{1 << 20, 1 << 22};
+                                          : std::vector<int64_t>{1 << 16, 1 << 20, 1 << 22};
   const auto all = ops();
   for (int threads : {1, 2})
     for (int64_t n : sizes) {
