@@ -208,7 +208,7 @@ void softmax_row_group(const T* x, O* y, int64_t rows, int64_t n, bool log) {
   for (int64_t r = 0; r < rows; ++r) {
     const T* p = x + r * n;
     O* q = y + r * n;
-    if (log) {
+    if (log) {  // NOLINT(bugprone-branch-clone): the loops differ; clang-tidy 14 compares omp simd without them
 #pragma omp simd
       for (int64_t i = 0; i < n; ++i) store_float(q, i, (load_float(p, i) - mx[r]) - sum[r]);
     } else if constexpr (kFloatOut) {
