@@ -11,12 +11,18 @@
 // (scale_user_*; tools/torch_gpt.py builds the same model in PyTorch), fp32 and bf16, and the
 // 2048^3 GEMM rate of each dtype (gemm_fp32, gemm_bf16) for the MFU column of
 // tools/compare_pytorch.py --scaling.
+//   build/bench/bench_gpt_step --profile user 256 512 bf16   # one scaled step by op (profiler)
 #include <benchmark/benchmark.h>
 #include <mantissa.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -92,7 +98,11 @@ struct UserGPT : mt::nn::Module {
       : tok_emb(vocab, d), pos_emb(context, d), ln_f(d) {
     register_module("tok_emb", tok_emb);
     register_module("pos_emb", pos_emb);
-    for (int64_t i = 0; i < layers; ++i) register_module("h" + std::to_string(i), blocks.emplace_back(d, heads));
+    for (int64_t i = 0; i < layers; ++i) {
+      char name[24];  // (a "h" + std::string here trips GCC 12's false -Wrestrict once inlined twice)
+      std::snprintf(name, sizeof name, "h%lld", static_cast<long long>(i));
+      register_module(name, blocks.emplace_back(d, heads));
+    }
     register_module("ln_f", ln_f);
     mask = mt::triu(mt::ones({context, context}), 1).to(mt::kBool);
     for (auto& [name, t] : named_parameters())
@@ -109,24 +119,30 @@ struct UserGPT : mt::nn::Module {
   }
 };
 
-// One AdamW step of `net` (fp32 master weights) at batch N x T, as gpt_step.
+// One AdamW step of `net` (fp32 master weights) at batch N x T, as gpt_step, as a callable.
 template <typename Net>
-void scaled_step(benchmark::State& state, Net& net, int64_t T, std::optional<mt::DType> amp) {
+std::function<void()> train_step(Net& net, int64_t T, std::optional<mt::DType> amp) {
   const int64_t N = 4096 / T;
-  mt::optim::AdamW opt(mt::optim::weight_decay_groups(net.named_parameters(), 0.1), {.lr = 1e-3, .betas = {0.9, 0.99}});
+  auto opt = std::make_shared<mt::optim::AdamW>(mt::optim::weight_decay_groups(net.named_parameters(), 0.1),
+                                                mt::optim::AdamWOptions{.lr = 1e-3, .betas = {0.9, 0.99}});
   mt::Tensor x = mt::randint(0, kVocab, {N, T}), y = mt::randint(0, kVocab, {N, T});
-  auto step = [&] {
+  return [&net, opt, x, y, amp] {
     mt::Tensor loss;
     {
       mt::amp::Autocast ac(amp.value_or(mt::kBFloat16), amp.has_value());
       loss = F::cross_entropy(net(x).reshape({-1, kVocab}), y.reshape({-1}));
     }
-    opt.zero_grad();
+    opt->zero_grad();
     loss.backward();
     mt::optim::clip_grad_norm_(net.parameters(), 1.0);
-    opt.step();
+    opt->step();
     benchmark::DoNotOptimize(loss.item<float>());
   };
+}
+
+template <typename Net>
+void scaled_step(benchmark::State& state, Net& net, int64_t T, std::optional<mt::DType> amp) {
+  const std::function<void()> step = train_step(net, T, amp);
   // Two untimed steps first, as tools/compare_pytorch.py's PyTorch worker: the first step of a
   // fresh model pays oneDNN's kernel generation for each new GEMM shape, the optimizer's state
   // and first-touch page faults (900 ms against 245 ms for the user-written d256 bf16 step),
@@ -134,7 +150,7 @@ void scaled_step(benchmark::State& state, Net& net, int64_t T, std::optional<mt:
   for (int i = 0; i < 2; ++i) step();
   for (auto _ : state) step();
   state.counters["tokens"] =
-      benchmark::Counter(double(N * T) * double(state.iterations()), benchmark::Counter::kIsRate);
+      benchmark::Counter(double(4096 / T * T) * double(state.iterations()), benchmark::Counter::kIsRate);
 }
 
 void scale_bench(benchmark::State& state, bool user, int64_t d, int64_t T, std::optional<mt::DType> amp) {
@@ -146,6 +162,35 @@ void scale_bench(benchmark::State& state, bool user, int64_t d, int64_t T, std::
     mt::nn::GPT net({.vocab_size = kVocab, .context = T, .n_layer = 4, .n_head = d / 32, .d_model = d});
     scaled_step(state, net, T, amp);
   }
+}
+
+// --profile user|fused D T fp32|bf16: where one scaled step's time and allocations go, by op
+// (mt::profiler::Profile over 2 steps after 2 warm-up steps; "alloc MB" is what the allocator
+// handed out for each op's output and workspace).
+int profile_scaled(bool user, int64_t d, int64_t T, std::optional<mt::DType> amp) {
+  mt::manual_seed(7);
+  auto run = [&](auto& net) {
+    const std::function<void()> step = train_step(net, T, amp);
+    for (int i = 0; i < 2; ++i) step();
+    mt::profiler::Profile profile;
+    for (int i = 0; i < 2; ++i) {
+      step();
+      profile.step();
+    }
+    profile.stop();
+    std::printf("%s GPT d_model %lld, context %lld, %s: %.1f ms per step\n%s",
+                user ? "user-written" : "nn::GPT (fused attention)", static_cast<long long>(d),
+                static_cast<long long>(T), amp ? "bf16 autocast" : "fp32", profile.wall_ms() / 2,
+                profile.summary_table(0).c_str());
+  };
+  if (user) {
+    UserGPT net(kVocab, T, 4, d / 32, d);
+    run(net);
+  } else {
+    mt::nn::GPT net({.vocab_size = kVocab, .context = T, .n_layer = 4, .n_head = d / 32, .d_model = d});
+    run(net);
+  }
+  return 0;
 }
 
 // The GEMM ceiling of a dtype: C [2048, 2048] = A B in that dtype (fp32 accumulation).
@@ -190,6 +235,11 @@ BENCHMARK(gpt_bf16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 int main(int argc, char** argv) {
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--profile") == 0 && i + 4 < argc) {
+      const bool bf16 = std::strcmp(argv[i + 4], "bf16") == 0;
+      return profile_scaled(std::strcmp(argv[i + 1], "user") == 0, std::atoll(argv[i + 2]), std::atoll(argv[i + 3]),
+                            bf16 ? std::optional<mt::DType>(mt::kBFloat16) : std::nullopt);
+    }
     if (std::strcmp(argv[i], "--scaling") == 0 || std::strcmp(argv[i], "--scaling-full") == 0)
       register_scaling(std::strcmp(argv[i], "--scaling-full") == 0);
     else
