@@ -154,8 +154,8 @@ void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
     // the result does not depend on which thread finishes first (deterministic training).
     std::map<int64_t, std::pair<std::vector<A>, std::vector<A>>> partials;
     parallel_for(0, M, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)), [&](int64_t s, int64_t e) {
-      // Column sums of this chunk of rows, merged once at the end; rows go through
-      // branch-free loops over [n] buffers so they vectorize.
+      // Column sums of this chunk of rows, merged once at the end; rows go through branch-free
+      // loops (no weight: a row of ones) so they vectorize.
       std::vector<A> pw(size_t(n), A(0)), pb(size_t(n), A(0)), ones(Wp ? 0 : size_t(n), A(1));
       std::vector<A> narrow(kUseAccBlocks<T, T, A> ? size_t(n) : 0);
       const A* wv = Wp ? Wp : ones.data();

@@ -336,8 +336,6 @@ void softmax_columns(const T* x, O* y, int64_t n, int64_t inner, int64_t nc, boo
   }
 }
 
-// The backward of one row in two phases: backward_row_sum gives s, backward_row_write gx.
-// softmax gx = y * (g - sum(g * y)); log_softmax gx = g - exp(y) * sum(g).
 // acc[k] += the backward's summand at k < m: g[k] (log_softmax) or g[k] * y[k] (softmax).
 // Always inlined: the row sum calls it with m = kSumLanes, which must stay a constant for the
 // 64 lanes to live in registers (called out of line, fwd+bwd rows were 10-18 % slower).
@@ -352,6 +350,8 @@ template <typename Acc, typename Y>
   }
 }
 
+// The backward of one row in two phases: backward_row_sum gives s, backward_row_write gx.
+// softmax gx = y * (g - sum(g * y)); log_softmax gx = g - exp(y) * sum(g).
 template <typename Acc, typename Y>
 Acc backward_row_sum(const Y* y, const Y* g, int64_t n, bool log) {
   alignas(64) Acc acc[kSumLanes] = {};  // independent partial sums (sum_wide's reason)
