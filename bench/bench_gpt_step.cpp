@@ -235,7 +235,11 @@ BENCHMARK(gpt_bf16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 int main(int argc, char** argv) {
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--profile") == 0 && i + 4 < argc) {
+    if (std::strcmp(argv[i], "--profile") == 0) {
+      if (i + 4 >= argc) {
+        std::fprintf(stderr, "usage: %s --profile user|fused D_MODEL CONTEXT fp32|bf16\n", argv[0]);
+        return 2;
+      }
       const bool bf16 = std::strcmp(argv[i + 4], "bf16") == 0;
       return profile_scaled(std::strcmp(argv[i + 1], "user") == 0, std::atoll(argv[i + 2]), std::atoll(argv[i + 3]),
                             bf16 ? std::optional<mt::DType>(mt::kBFloat16) : std::nullopt);
