@@ -163,18 +163,23 @@ inline float exp_floats(const T* x, float* y, int64_t n, float shift = 0.0f) {
   if constexpr (Sum) return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
   return 0.0f;
 #else
-  float sum = 0.0f;
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    // Widened into y, then the fp32 loop: a bf16 row's exps and their sum come out of the same
+    // vectorized loop as its fp32 copy's, in the same order (the autocast softmax's promise);
+    // GCC's own loop reading bf16 summed in another order.
+    const uint16_t* bits = reinterpret_cast<const uint16_t*>(x);
+#pragma omp simd
+    for (int64_t k = 0; k < n; ++k) y[k] = std::bit_cast<float>(uint32_t(bits[k]) << 16);
+    return exp_floats<Sum>(static_cast<const float*>(y), y, n, shift);
+  } else {
+    float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-  for (int64_t k = i; k < n; ++k) {
-    float v;
-    if constexpr (std::is_same_v<T, float>)
-      v = x[k];
-    else
-      v = std::bit_cast<float>(uint32_t(reinterpret_cast<const uint16_t*>(x)[k]) << 16);
-    y[k] = math::exp_fast(v - shift);
-    if constexpr (Sum) sum += y[k];
+    for (int64_t k = i; k < n; ++k) {
+      y[k] = math::exp_fast(x[k] - shift);
+      if constexpr (Sum) sum += y[k];
+    }
+    return sum;
   }
-  return sum;
 #endif
 }
 
