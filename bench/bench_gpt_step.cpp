@@ -153,23 +153,28 @@ void scaled_step(benchmark::State& state, Net& net, int64_t T, std::optional<mt:
       benchmark::Counter(double(4096 / T * T) * double(state.iterations()), benchmark::Counter::kIsRate);
 }
 
-void scale_bench(benchmark::State& state, bool user, int64_t d, int64_t T, std::optional<mt::DType> amp) {
+// Calls f(net) with the scaled model: the user-written GPT or nn::GPT, 4 layers, heads = d / 32.
+template <typename Fn>
+void with_scaled_net(bool user, int64_t d, int64_t T, Fn f) {
   mt::manual_seed(7);
   if (user) {
     UserGPT net(kVocab, T, 4, d / 32, d);
-    scaled_step(state, net, T, amp);
+    f(net);
   } else {
     mt::nn::GPT net({.vocab_size = kVocab, .context = T, .n_layer = 4, .n_head = d / 32, .d_model = d});
-    scaled_step(state, net, T, amp);
+    f(net);
   }
+}
+
+void scale_bench(benchmark::State& state, bool user, int64_t d, int64_t T, std::optional<mt::DType> amp) {
+  with_scaled_net(user, d, T, [&](auto& net) { scaled_step(state, net, T, amp); });
 }
 
 // --profile user|fused D T fp32|bf16: where one scaled step's time and allocations go, by op
 // (mt::profiler::Profile over 2 steps after 2 warm-up steps; "alloc MB" is what the allocator
 // handed out for each op's output and workspace).
 int profile_scaled(bool user, int64_t d, int64_t T, std::optional<mt::DType> amp) {
-  mt::manual_seed(7);
-  auto run = [&](auto& net) {
+  with_scaled_net(user, d, T, [&](auto& net) {
     const std::function<void()> step = train_step(net, T, amp);
     for (int i = 0; i < 2; ++i) step();
     mt::profiler::Profile profile;
@@ -178,18 +183,11 @@ int profile_scaled(bool user, int64_t d, int64_t T, std::optional<mt::DType> amp
       profile.step();
     }
     profile.stop();
-    std::printf("%s GPT d_model %lld, context %lld, %s: %.1f ms per step\n%s",
-                user ? "user-written" : "nn::GPT (fused attention)", static_cast<long long>(d),
+    std::printf("%s, d_model %lld, context %lld, %s: %.1f ms per step\n%s",
+                user ? "user-written GPT" : "nn::GPT (fused attention)", static_cast<long long>(d),
                 static_cast<long long>(T), amp ? "bf16 autocast" : "fp32", profile.wall_ms() / 2,
                 profile.summary_table(0).c_str());
-  };
-  if (user) {
-    UserGPT net(kVocab, T, 4, d / 32, d);
-    run(net);
-  } else {
-    mt::nn::GPT net({.vocab_size = kVocab, .context = T, .n_layer = 4, .n_head = d / 32, .d_model = d});
-    run(net);
-  }
+  });
   return 0;
 }
 

@@ -113,15 +113,15 @@ inline float row_max(const T* p, int64_t n) {
 }
 #pragma GCC diagnostic pop
 
-// e[i] = exp(p[i] - mx) for i < n, returning their sum in exp_floats' order; a fp16 row is
-// widened into e first.
-template <typename T>
+// e[i] = exp(p[i] - mx) for i < n, returning their sum in exp_floats' order when Sum; a fp16
+// row is widened into e first (exp_floats reads fp32 and bf16 itself).
+template <bool Sum = true, typename T>
 float row_exps(const T* p, float* e, int64_t n, float mx) {
   if constexpr (std::is_same_v<T, Half>) {
     widen_block(p, e, n);
-    return exp_floats<true>(e, e, n, mx);
+    return exp_floats<Sum>(e, e, n, mx);
   } else {
-    return exp_floats<true>(p, e, n, mx);
+    return exp_floats<Sum>(p, e, n, mx);
   }
 }
 
@@ -221,22 +221,16 @@ void softmax_row_group(const T* x, O* y, int64_t rows, int64_t n, bool log) {
   }
 }
 
-// e[c] = exp(p[c] - mx[c]) for c < nc (exp(p[c]) when mx is null), in fp32: exp_floats on the
-// fp32 input itself or on the widened or shifted copy in e.
+// e[c] = exp(p[c] - mx[c]) for c < nc (exp(p[c]) when mx is null), in fp32: row_exps on the
+// input itself, or exp_floats on the shifted copy in e.
 template <typename T>
 void shifted_exps(const T* p, const float* mx, float* e, int64_t nc) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (mx == nullptr) {
-      exp_floats(p, e, nc);
-      return;
-    }
-  }
   if (mx == nullptr) {
-    widen_block(p, e, nc);
-  } else {
-#pragma omp simd
-    for (int64_t c = 0; c < nc; ++c) e[c] = load_float(p, c) - mx[c];
+    row_exps<false>(p, e, nc, 0.0f);
+    return;
   }
+#pragma omp simd
+  for (int64_t c = 0; c < nc; ++c) e[c] = load_float(p, c) - mx[c];
   exp_floats(e, e, nc);
 }
 

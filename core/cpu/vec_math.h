@@ -11,13 +11,13 @@
 // thread). Elsewhere: math::exp_fast in an `omp simd` loop. Both within 1.3 ulp of expf, with
 // its denormals, infinities and NaN.
 #pragma once
-#include <bit>
 #include <cstdint>
 #include <type_traits>
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
+#include "core/cpu/loops.h"
 #include "core/elementwise_math.h"
 #include "core/half.h"
 
@@ -167,9 +167,7 @@ inline float exp_floats(const T* x, float* y, int64_t n, float shift = 0.0f) {
     // Widened into y, then the fp32 loop: a bf16 row's exps and their sum come out of the same
     // vectorized loop as its fp32 copy's, in the same order (the autocast softmax's promise);
     // GCC's own loop reading bf16 summed in another order.
-    const uint16_t* bits = reinterpret_cast<const uint16_t*>(x);
-#pragma omp simd
-    for (int64_t k = 0; k < n; ++k) y[k] = std::bit_cast<float>(uint32_t(bits[k]) << 16);
+    widen_block(x, y, n);
     return exp_floats<Sum>(static_cast<const float*>(y), y, n, shift);
   } else {
     float sum = 0.0f;
