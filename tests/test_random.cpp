@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <mantissa.h>
 
+#include <cmath>
 #include <vector>
 
 #include "core/philox.h"
@@ -109,3 +110,22 @@ TEST(DropoutMask, FunctionalDropoutUsesIt) {
 }
 
 }  // namespace
+
+// F::dropout at the edges: a 0-dim and an empty input keep their shapes, a non-contiguous input
+// gives 0 or x / (1 - p) at each element, NaN stays NaN (dropped too: NaN * 0, as torch), an
+// integer input is an error.
+TEST(DropoutMask, EdgeInputs) {
+  namespace F = mt::nn::functional;
+  mt::manual_seed(3);
+  const double p = 0.25;
+  EXPECT_EQ(F::dropout(mt::full({}, 2.0), p, true).dim(), 0);
+  EXPECT_EQ(F::dropout(mt::zeros({0, 3}), p, true).sizes(), (mt::Shape{0, 3}));
+  const mt::Tensor x = mt::randn({6, 5}).t();  // [5, 6] view, not contiguous
+  const std::vector<double> xv = x.contiguous().to_vector<double>(), yv = F::dropout(x, p, true).to_vector<double>();
+  for (size_t i = 0; i < xv.size(); ++i)
+    EXPECT_TRUE(yv[i] == 0.0 || std::fabs(yv[i] - xv[i] / (1 - p)) <= 1e-6 * std::fabs(xv[i])) << i;
+  const mt::Tensor nan = mt::full({64}, std::nan(""));
+  const std::vector<double> yn = F::dropout(nan, p, true).to_vector<double>();
+  for (size_t i = 0; i < yn.size(); ++i) EXPECT_TRUE(std::isnan(yn[i])) << i;  // NaN * 0 is NaN, as torch
+  EXPECT_THROW(F::dropout(mt::ones({4}, {.dtype = mt::kInt64}), p, true), mt::Error);
+}
