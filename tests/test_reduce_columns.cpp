@@ -152,3 +152,48 @@ TEST(ReduceColumns, VarGradientOverDimZero) {
   auto f = [](const std::vector<Tensor>& in) { return mt::var(in[0], {0}); };
   EXPECT_TRUE(mt::autograd::gradcheck(f, {x}));
 }
+
+// Column var reads its rows once past the first sub-chunk, as deviations from the mean so far
+// (core/cpu/reduce.cpp, var_mean_columns): columns with a large offset, a drift down the rows
+// (sorted data: each sub-chunk's mean far from the running one), an outlier in the first row and
+// an inf or NaN part way down keep fp32 var within a few ulp of the float64 result (the two-pass
+// form before it was 1e-4 off on the offset columns).
+TEST(ReduceColumns, OnePassVarMatchesFloat64) {
+  mt::manual_seed(5);
+  const int64_t rows = 1000, cols = 70;  // several sub-chunks and tiles of 256 rows
+  std::vector<double> v(size_t(rows * cols));
+  const std::vector<double> noise = mt::randn({rows, cols}, {.dtype = mt::kFloat64}).to_vector<double>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const double z = noise[size_t(r * cols + c)];
+      double x = z;
+      if (c % 5 == 1) x = 1e4 + z;                     // offset far from the spread
+      if (c % 5 == 2) x = double(r) * 0.5 + 0.01 * z;  // drift: sorted down the column
+      if (c % 5 == 3 && r == 0) x = 1e5;               // an outlier in the first row
+      if (c % 5 == 4) x = -3e3 + 1e-2 * z;             // tiny spread at an offset
+      v[size_t(r * cols + c)] = x;
+    }
+  v[size_t(600 * cols + 10)] = INFINITY;  // column 10 (a plain one): inf past the first sub-chunk
+  v[size_t(300 * cols + 11)] = NAN;
+  const Tensor x64 = mt::from_vector(v, {rows, cols}, {.dtype = mt::kFloat64});
+  const Tensor x32 = x64.to(mt::kFloat32);
+  const std::vector<double> want = mt::var(x64, {0}).to_vector<double>();
+  const std::vector<double> got = mt::var(x32, {0}).to(mt::kFloat64).to_vector<double>();
+  const std::vector<double> want_mean = mt::mean(x64, {0}).to_vector<double>();
+  const std::vector<double> got_mean = mt::mean(x32, {0}).to(mt::kFloat64).to_vector<double>();
+  // The reference: the float64 var of the fp32-rounded input, so only the kernel's error counts.
+  const std::vector<double> want_rounded = mt::var(x32.to(mt::kFloat64), {0}).to_vector<double>();
+  for (int64_t c = 0; c < cols; ++c) {
+    const size_t i = size_t(c);
+    if (c == 10 || c == 11) {
+      EXPECT_TRUE(std::isnan(got[i])) << "column " << c;
+      EXPECT_EQ(std::isnan(got_mean[i]), std::isnan(want_mean[i])) << "column " << c;
+      EXPECT_EQ(std::isinf(got_mean[i]), std::isinf(want_mean[i])) << "column " << c;
+      continue;
+    }
+    // An outlier as the first sub-chunk's shift: the bound is eps * 16 (its rows) there.
+    const double tol = c % 5 == 3 ? 4e-6 : 4e-7;
+    EXPECT_NEAR(got[i], want_rounded[i], tol * want_rounded[i]) << "column " << c << " (float64 " << want[i] << ")";
+    EXPECT_NEAR(got_mean[i], want_mean[i], 1e-6 * std::max(1.0, std::fabs(want_mean[i]))) << "column " << c;
+  }
+}

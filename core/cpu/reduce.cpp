@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/allocator.h"
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
 
@@ -166,6 +167,25 @@ int64_t row_extreme(const T* p, int64_t n, bool want_index, Acc& value) {
   return at;
 }
 
+// n values of uninitialized scratch from the CPU's caching allocator, for the column tiles'
+// partial results: as std::vectors of a few hundred KB they went to mmap on every call (glibc's
+// threshold) and page-faulted back in, which halved column var over 4 M elements.
+template <typename T>
+class Scratch {
+ public:
+  explicit Scratch(int64_t n)
+      : bytes_(size_t(n) * sizeof(T)), data_(static_cast<T*>(allocator_for(Device::cpu())->allocate(bytes_))) {}
+  ~Scratch() { allocator_for(Device::cpu())->deallocate(data_, bytes_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  T* data() const { return data_; }
+  T& operator[](size_t i) const { return data_[i]; }
+
+ private:
+  size_t bytes_;
+  T* data_;
+};
+
 // The tiles of launch::reduction_rows' [outer, cols, n] column view (strides {so, 1, ld}): slice
 // o, a block of up to kColumnBlock columns, a chunk of up to kColumnChunk rows. A whole 1024-wide
 // block reads each row's segment as one 4 KB run (blocks of 256 strided through memory at a
@@ -282,29 +302,38 @@ void add_rows(const T* p, int64_t ld, int64_t rows, int64_t nc, Acc* acc) {
   }
 }
 
-// acc[k] += the sum over r in [0, rows) of (p[r * ld + column k] - m[k])^2, as add_rows.
+// s[k] += the sum over r in [0, rows) of d, q[k] += that of d^2, d = p[r * ld + column k] - shift[k]:
+// both moments in one read, four rows per pass as add_rows (column var's sub-chunks).
 template <typename Acc, typename T>
-void add_squared_deviations(const T* p, int64_t ld, int64_t rows, int64_t nc, const Acc* m, Acc* acc) {
-  auto sq = [](Acc d) { return d * d; };
+void add_shifted_moments(const T* p, int64_t ld, int64_t rows, int64_t nc, const Acc* shift, Acc* s, Acc* q) {
   int64_t r = 0;
   for (; r + 4 <= rows; r += 4) {
     const T *p0 = p + r * ld, *p1 = p0 + ld, *p2 = p1 + ld, *p3 = p2 + ld;
     for_column_parts<Acc, T>(nc, [&](int64_t count, int64_t k0, auto part) {
-      Acc* a = acc + k0;
-      const Acc* mk = m + k0;
+      Acc* sk = s + k0;
+      Acc* qk = q + k0;
+      const Acc* c = shift + k0;
 #pragma omp simd
-      for (int64_t i = 0; i < count; ++i)
-        a[i] += (sq(part.load(p0, i) - mk[i]) + sq(part.load(p1, i) - mk[i])) +
-                (sq(part.load(p2, i) - mk[i]) + sq(part.load(p3, i) - mk[i]));
+      for (int64_t i = 0; i < count; ++i) {
+        const Acc d0 = part.load(p0, i) - c[i], d1 = part.load(p1, i) - c[i];
+        const Acc d2 = part.load(p2, i) - c[i], d3 = part.load(p3, i) - c[i];
+        sk[i] += (d0 + d1) + (d2 + d3);
+        qk[i] += (d0 * d0 + d1 * d1) + (d2 * d2 + d3 * d3);
+      }
     });
   }
   for (; r < rows; ++r) {
     const T* pr = p + r * ld;
     for_column_parts<Acc, T>(nc, [&](int64_t count, int64_t k0, auto part) {
-      Acc* a = acc + k0;
-      const Acc* mk = m + k0;
+      Acc* sk = s + k0;
+      Acc* qk = q + k0;
+      const Acc* c = shift + k0;
 #pragma omp simd
-      for (int64_t i = 0; i < count; ++i) a[i] += sq(part.load(pr, i) - mk[i]);
+      for (int64_t i = 0; i < count; ++i) {
+        const Acc d = part.load(pr, i) - c[i];
+        sk[i] += d;
+        qk[i] += d * d;
+      }
     });
   }
 }
@@ -314,7 +343,7 @@ void add_squared_deviations(const T* p, int64_t ld, int64_t rows, int64_t nc, co
 template <typename T, typename Acc>
 void column_sum(const Tensor& in, T* y) {
   const ColumnTiles t(in);
-  std::vector<double> part(size_t(t.slots()));
+  const Scratch<double> part(t.slots());
   const T* x = static_cast<const T*>(in.raw_data());
   t.for_each([&](int64_t xo, int64_t nc, int64_t, int64_t nr, int64_t slot) {
     Acc acc[kColumnBlock];
@@ -345,8 +374,8 @@ inline bool takes(Acc v, Acc b) {
 template <typename T, typename Acc, bool kMax, bool kIndex>
 void column_extreme(const Tensor& in, void* out) {
   const ColumnTiles t(in);
-  std::vector<Acc> best(size_t(t.slots()));
-  std::vector<int64_t> where(kIndex ? size_t(t.slots()) : 0);
+  const Scratch<Acc> best(t.slots());
+  const Scratch<int64_t> where(kIndex ? t.slots() : 0);
   const T* x = static_cast<const T*>(in.raw_data());
   t.for_each([&](int64_t xo, int64_t nc, int64_t r0, int64_t nr, int64_t slot) {
     Acc b[kColumnBlock];
@@ -456,38 +485,54 @@ void reduce_columns(ReduceOp op, const Tensor& in, const Tensor& out) {
 }
 
 // var_mean over the columns of the [outer, cols, n] view in one read of the input. Each tile
-// takes its rows in sub-chunks small enough to stay in L2 (32 K elements): the sub-chunk's sum
-// and mean, then its squared deviations from that mean from cache (the two-pass form), merged
-// into the tile's (count, mean, M2) in double by Chan et al.'s pairwise update; the tiles merge
-// the same way in order. The mean output is the plain sum / n (an inf stays inf; the pairwise
-// mean of inf and finite parts is NaN).
+// takes its rows in sub-chunks (kFirstRows, then kSubRows at a time), each summing the deviations
+// d of its values from a shift per column, d and d^2 in one pass: mean_k = shift + sum(d) / rows,
+// M2_k = sum(d^2) - sum(d)^2 / rows. The shift is the first row's value for the first
+// sub-chunk (a value of the sub-chunk itself, so M2_k >= (mean_k - shift)^2 and the cancellation
+// costs at most eps * kFirstRows), then the tile's mean so far (the merge's between-part term,
+// rows / 2 * (mean_k - shift)^2 or more, then bounds it at about 2 eps). The two-pass form (the
+// sub-chunk's mean, then its squared deviations) read the rows twice and held column var at half
+// a column sum's speed, and its fp32 mean carried a rounding error into every merge (1e-4 of the
+// var of a column offset by 1e4 times its spread). A column whose shift is not finite (an inf or
+// NaN in it) takes 0: its var is NaN either way, its sum stays the plain sum. The sub-chunks
+// merge into the tile's (count, mean, M2) in double by Chan et al.'s pairwise update; the tiles
+// merge the same way in order. The mean output is the plain sum / n (an inf stays inf; the
+// pairwise mean of inf and finite parts is NaN).
+constexpr int64_t kFirstRows = 16, kSubRows = 64;
 void var_mean_columns(const Tensor& in, const Tensor& var, const Tensor& mean, int64_t correction) {
   const ColumnTiles t(in);
   dispatch_floating(in.dtype(), "var", [&]<typename T>() {
     using Acc = acc_t<T>;
     const T* x = static_cast<const T*>(in.raw_data());
-    std::vector<double> sums(size_t(t.slots())), means(size_t(t.slots())), m2s(size_t(t.slots()));
+    const Scratch<double> sums(t.slots()), means(t.slots()), m2s(t.slots());
     t.for_each([&](int64_t xo, int64_t nc, int64_t, int64_t nr, int64_t slot) {
-      const int64_t sub = std::clamp<int64_t>(32768 / nc, 1, nr);
       double sum[kColumnBlock] = {}, m[kColumnBlock] = {}, m2[kColumnBlock] = {};
-      Acc s[kColumnBlock], q[kColumnBlock], mean_k[kColumnBlock];
-      for (int64_t r0 = 0; r0 < nr; r0 += sub) {
-        const int64_t rows = std::min(sub, nr - r0);
-        std::fill(s, s + nc, Acc(0));
-        std::fill(q, q + nc, Acc(0));
+      Acc s[kColumnBlock], q[kColumnBlock], shift[kColumnBlock];
+      for (int64_t r0 = 0, rows = std::min(kFirstRows, nr); r0 < nr; r0 += rows, rows = std::min(kSubRows, nr - r0)) {
         const T* p = x + xo + r0 * t.ld;
-        add_rows(p, t.ld, rows, nc, s);
-        const Acc inv = Acc(1) / Acc(rows);
+        if (r0 == 0) {  // the first row's values
+          for_column_parts<Acc, T>(nc, [&](int64_t count, int64_t k0, auto part) {
+            for (int64_t i = 0; i < count; ++i) shift[k0 + i] = part.load(p, i);
+          });
+        } else {
 #pragma omp simd
-        for (int64_t c = 0; c < nc; ++c) mean_k[c] = s[c] * inv;
-        add_squared_deviations(p, t.ld, rows, nc, mean_k, q);
-        const double before = double(r0), w = double(rows) / double(r0 + rows);
+          for (int64_t c = 0; c < nc; ++c) shift[c] = Acc(m[c]);
+        }
+#pragma omp simd
+        for (int64_t c = 0; c < nc; ++c) {  // a column with an inf or NaN: its var is NaN, its sum plain
+          shift[c] = std::fabs(shift[c]) <= std::numeric_limits<Acc>::max() ? shift[c] : Acc(0);
+          s[c] = q[c] = Acc(0);
+        }
+        add_shifted_moments(p, t.ld, rows, nc, shift, s, q);
+        // The sub-chunk's plain sum, mean and M2 merged into the tile's.
+        const double before = double(r0), w = double(rows) / double(r0 + rows), dr = double(rows), inv_dr = 1.0 / dr;
 #pragma omp simd
         for (int64_t c = 0; c < nc; ++c) {
-          const double mk = double(mean_k[c]), delta = mk - m[c];
-          sum[c] += double(s[c]);
+          const double ds = double(s[c]), c0 = double(shift[c]);
+          const double mk = c0 + ds * inv_dr, delta = mk - m[c];
+          sum[c] += c0 * dr + ds;
           m[c] += delta * w;
-          m2[c] += double(q[c]) + delta * delta * before * w;
+          m2[c] += (double(q[c]) - ds * ds * inv_dr) + delta * delta * before * w;
         }
       }
       for (int64_t k = 0; k < nc; ++k) {
@@ -499,21 +544,26 @@ void var_mean_columns(const Tensor& in, const Tensor& var, const Tensor& mean, i
     });
     const int64_t dof = t.n - correction;
     t.for_each_output_block([&](int64_t o, int64_t c0, int64_t nc) {
-      for (int64_t c = 0; c < nc; ++c) {
-        const size_t first = size_t(o * t.chunks * t.cols + c0 + c);
-        double total = 0, m = 0, m2 = 0;
-        for (int64_t k = 0; k < t.chunks; ++k) {
-          const size_t s = first + size_t(k * t.cols);
-          const double before = double(k * kColumnChunk), rows = double(std::min(kColumnChunk, t.n - k * kColumnChunk));
-          const double w = rows / (before + rows), delta = means[s] - m;
-          total += sums[s];
-          m += delta * w;
-          m2 += m2s[s] + delta * delta * before * w;
+      double total[kColumnBlock] = {}, m[kColumnBlock] = {}, m2[kColumnBlock] = {};
+      for (int64_t k = 0; k < t.chunks; ++k) {  // chunk by chunk, vectorized over the columns
+        const double* ps = sums.data() + (o * t.chunks + k) * t.cols + c0;
+        const double* pm = means.data() + (o * t.chunks + k) * t.cols + c0;
+        const double* pq = m2s.data() + (o * t.chunks + k) * t.cols + c0;
+        const double before = double(k * kColumnChunk), rows = double(std::min(kColumnChunk, t.n - k * kColumnChunk));
+        const double w = rows / (before + rows);
+#pragma omp simd
+        for (int64_t c = 0; c < nc; ++c) {
+          const double delta = pm[c] - m[c];
+          total[c] += ps[c];
+          m[c] += delta * w;
+          m2[c] += pq[c] + delta * delta * before * w;
         }
+      }
+      for (int64_t c = 0; c < nc; ++c) {
         const int64_t i = o * t.cols + c0 + c;
-        static_cast<T*>(mean.raw_data())[i] = cast_to<T>(Acc(total / double(t.n)));
+        static_cast<T*>(mean.raw_data())[i] = cast_to<T>(Acc(total[c] / double(t.n)));
         static_cast<T*>(var.raw_data())[i] =
-            cast_to<T>(dof > 0 ? Acc(m2 / double(dof)) : std::numeric_limits<Acc>::quiet_NaN());
+            cast_to<T>(dof > 0 ? Acc(m2[c] / double(dof)) : std::numeric_limits<Acc>::quiet_NaN());
       }
     });
   });
