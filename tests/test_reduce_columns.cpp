@@ -197,3 +197,42 @@ TEST(ReduceColumns, OnePassVarMatchesFloat64) {
     EXPECT_NEAR(got_mean[i], want_mean[i], 1e-6 * std::max(1.0, std::fabs(want_mean[i]))) << "column " << c;
   }
 }
+
+// Column max and min without the index take the value alone (four rows per pass, plain compares)
+// unless a tile holds a NaN: equal values keep the first (-0 before +0 and the reverse, as the row
+// scan), a NaN in row 0, in the four-row passes or in the last rows wins, and integers too.
+TEST(ReduceColumns, ExtremeValuesKeepTheFirstOfEqualsAndNaN) {
+  for (mt::DType dt : {mt::kFloat32, mt::kBFloat16, mt::kFloat64}) {
+    for (int64_t rows : {1, 2, 5, 9, 300}) {
+      std::vector<double> v(size_t(rows * 6), 0.0);
+      for (int64_t r = 0; r < rows; ++r) {
+        v[size_t(r * 6 + 0)] = r == 0 ? -0.0 : 0.0;  // -0 first
+        v[size_t(r * 6 + 1)] = r == 0 ? 0.0 : -0.0;  // +0 first
+        v[size_t(r * 6 + 2)] = double(r % 7) - 3.0;
+        v[size_t(r * 6 + 3)] = r == rows - 1 ? NAN : double(r);
+        v[size_t(r * 6 + 4)] = r == 0 ? NAN : double(r);
+        v[size_t(r * 6 + 5)] = r == rows / 2 ? NAN : -double(r);
+      }
+      const Tensor x = mt::from_vector(v, {rows, 6}, {.dtype = mt::kFloat64}).to(dt);
+      const std::string what = std::string(mt::dtype_name(dt)) + " rows " + std::to_string(rows);
+      for (bool is_max : {true, false}) {
+        const Tensor got = is_max ? mt::amax(x, {0}) : mt::amin(x, {0});
+        const Tensor want = is_max ? mt::amax(x.t().contiguous(), {1}) : mt::amin(x.t().contiguous(), {1});
+        const std::vector<double> g = got.to(mt::kFloat64).to_vector<double>();
+        const std::vector<double> w = want.to(mt::kFloat64).to_vector<double>();
+        for (size_t c = 0; c < 6; ++c) {
+          if (std::isnan(w[c])) {
+            EXPECT_TRUE(std::isnan(g[c])) << what << " column " << c;
+          } else {
+            EXPECT_EQ(g[c], w[c]) << what << " column " << c;
+            EXPECT_EQ(std::signbit(g[c]), std::signbit(w[c])) << what << " column " << c;
+          }
+        }
+        if (rows > 1) EXPECT_EQ(std::signbit(g[0]), true) << what;  // the first of -0 and +0
+      }
+    }
+  }
+  const Tensor i = mt::from_vector(std::vector<double>{3, 9, -2, 7, 9, 1, 0, 4, 11}, {3, 3}).to(mt::kInt32);
+  EXPECT_EQ(mt::amax(i, {0}).to(mt::kFloat64).to_vector<double>(), (std::vector<double>{7, 9, 11}));
+  EXPECT_EQ(mt::amin(i, {0}).to(mt::kFloat64).to_vector<double>(), (std::vector<double>{0, 4, -2}));
+}

@@ -368,6 +368,59 @@ inline bool takes(Acc v, Acc b) {
   return (b == b) & ((v != v) | (kMax ? v > b : v < b));
 }
 
+// b[k] = the max (min) of b[k] and column k of rows [1, rows) at p (b holds row 0), NaN passed
+// over, the earlier value kept on ties; returns whether a NaN was seen (row 0 included).
+template <typename A>
+inline int is_nan(A v) {
+  if constexpr (std::is_floating_point_v<A>)
+    return v != v;
+  else
+    return 0;
+}
+
+template <bool kMax, typename Acc, typename T>
+bool column_extreme_values(const T* p, int64_t ld, int64_t rows, int64_t nc, Acc* b) {
+  auto pick = [](Acc v, Acc cur) { return (kMax ? v > cur : v < cur) ? v : cur; };  // v later than cur
+  int nan = 0;
+  for_column_parts<Acc, T>(nc, [&](int64_t count, int64_t k0, auto) {
+    int seen = 0;
+    const Acc* bk = b + k0;
+#pragma omp simd reduction(| : seen)
+    for (int64_t i = 0; i < count; ++i) seen |= is_nan(bk[i]);
+    nan |= seen;
+  });
+  int64_t r = 1;
+  for (; r + 4 <= rows; r += 4) {
+    const T *p0 = p + r * ld, *p1 = p0 + ld, *p2 = p1 + ld, *p3 = p2 + ld;
+    for_column_parts<Acc, T>(nc, [&](int64_t count, int64_t k0, auto part) {
+      Acc* bk = b + k0;
+      int seen = 0;
+#pragma omp simd reduction(| : seen)
+      for (int64_t i = 0; i < count; ++i) {
+        const Acc v0 = part.load(p0, i), v1 = part.load(p1, i), v2 = part.load(p2, i), v3 = part.load(p3, i);
+        seen |= is_nan(v0) | is_nan(v1) | is_nan(v2) | is_nan(v3);
+        bk[i] = pick(pick(pick(v3, v2), pick(v1, v0)), bk[i]);
+      }
+      nan |= seen;
+    });
+  }
+  for (; r < rows; ++r) {
+    const T* pr = p + r * ld;
+    for_column_parts<Acc, T>(nc, [&](int64_t count, int64_t k0, auto part) {
+      Acc* bk = b + k0;
+      int seen = 0;
+#pragma omp simd reduction(| : seen)
+      for (int64_t i = 0; i < count; ++i) {
+        const Acc v = part.load(pr, i);
+        seen |= is_nan(v);
+        bk[i] = pick(v, bk[i]);
+      }
+      nan |= seen;
+    });
+  }
+  return nan != 0;
+}
+
 // y[o, c] = the max (min) over i of in[o, c, i], or its first index (kIndex, int64 y). Per tile
 // the running best is updated a whole row at a time (vectorized: bitwise conditions, int32 row
 // numbers, which keep the lanes of values and indices equal); the tiles combine in order.
@@ -380,9 +433,27 @@ void column_extreme(const Tensor& in, void* out) {
   t.for_each([&](int64_t xo, int64_t nc, int64_t r0, int64_t nr, int64_t slot) {
     Acc b[kColumnBlock];
     int32_t at[kColumnBlock] = {};
-    for_column_parts<Acc, T>(nc, [&](int64_t count, int64_t k0, auto part) {
-      for (int64_t i = 0; i < count; ++i) b[k0 + i] = part.load(x + xo, i);
-    });
+    auto first_row = [&] {
+      for_column_parts<Acc, T>(nc, [&](int64_t count, int64_t k0, auto part) {
+        for (int64_t i = 0; i < count; ++i) b[k0 + i] = part.load(x + xo, i);
+      });
+    };
+    auto finish = [&](const Acc* bv, const int32_t* av) {  // the tile's results to its slots
+      for (int64_t k = 0; k < nc; ++k) {
+        const size_t c = size_t(slot + state_column<T, Acc>(k, nc));
+        best[c] = bv[k];
+        if constexpr (kIndex) where[c] = r0 + av[k];
+      }
+    };
+    first_row();
+    // The value alone: four rows per pass with plain compares (vmaxps: the earlier value kept on
+    // ties, a NaN passed over) and a flag for a NaN seen; a tile holding one is scanned again in
+    // the exact form below. (The exact form's three compares and a select per element, with
+    // the running values loaded and stored per row, held column max at half a column sum's speed.)
+    if constexpr (!kIndex) {
+      if (!column_extreme_values<kMax>(x + xo, t.ld, nr, nc, b)) return finish(b, at);  // no NaN
+      first_row();
+    }
     for (int64_t r = 1; r < nr; ++r) {
       const T* row = x + xo + r * t.ld;
       const int32_t ri = int32_t(r);
@@ -398,11 +469,7 @@ void column_extreme(const Tensor& in, void* out) {
         }
       });
     }
-    for (int64_t k = 0; k < nc; ++k) {
-      const size_t c = size_t(slot + state_column<T, Acc>(k, nc));
-      best[c] = b[k];
-      if constexpr (kIndex) where[c] = r0 + at[k];
-    }
+    finish(b, at);
   });
   t.for_each_output_block([&](int64_t o, int64_t c0, int64_t nc) {
     for (int64_t c = 0; c < nc; ++c) {
