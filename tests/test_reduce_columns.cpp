@@ -236,3 +236,32 @@ TEST(ReduceColumns, ExtremeValuesKeepTheFirstOfEqualsAndNaN) {
   EXPECT_EQ(mt::amax(i, {0}).to(mt::kFloat64).to_vector<double>(), (std::vector<double>{7, 9, 11}));
   EXPECT_EQ(mt::amin(i, {0}).to(mt::kFloat64).to_vector<double>(), (std::vector<double>{0, 4, -2}));
 }
+
+// bf16 row var on AVX-512 reads each row once (core/cpu/reduce.cpp, bf16_row_moments: blocks of
+// 1024 shifted by their first value): lengths around the 64-element loop and the block, offset
+// rows, an outlier first, and rows with inf or NaN give the float64 var of the same values
+// within a bf16 rounding; the other builds run the two-pass form through the same test.
+TEST(ReduceRows, Bf16VarMatchesFloat64) {
+  mt::manual_seed(6);
+  for (int64_t n : {1, 2, 63, 64, 65, 130, 1024, 1025, 3000}) {
+    const Tensor z = mt::randn({5, n}, {.dtype = mt::kFloat64});
+    std::vector<double> v = z.to_vector<double>();
+    for (int64_t i = 0; i < n; ++i) {
+      v[size_t(n + i)] += 300.0;                                   // an offset 300x the spread
+      v[size_t(2 * n + i)] = i == 0 ? 1e4 : v[size_t(2 * n + i)];  // an outlier first
+      if (i == n / 2) v[size_t(3 * n + i)] = INFINITY;
+      if (i == n - 1) v[size_t(4 * n + i)] = NAN;
+    }
+    const Tensor x = mt::from_vector(v, {5, n}, {.dtype = mt::kFloat64}).to(mt::kBFloat16);
+    const std::vector<double> want = mt::var(x.to(mt::kFloat64), {1}).to_vector<double>();
+    const std::vector<double> got = mt::var(x, {1}).to(mt::kFloat64).to_vector<double>();
+    for (size_t r = 0; r < 5; ++r) {
+      const std::string what = "row " + std::to_string(r) + " of " + std::to_string(n);
+      if (std::isnan(want[r])) {
+        EXPECT_TRUE(std::isnan(got[r])) << what;
+      } else {
+        EXPECT_NEAR(got[r], want[r], std::ldexp(std::fabs(want[r]), -8)) << what;
+      }
+    }
+  }
+}
