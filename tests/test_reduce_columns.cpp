@@ -232,6 +232,15 @@ TEST(ReduceColumns, ExtremeValuesKeepTheFirstOfEqualsAndNaN) {
       }
     }
   }
+  // Without a NaN (the fast form throughout): odd column counts (masked lanes, the last column),
+  // two column blocks, rows past one tile.
+  for (const mt::Shape& shape : {mt::Shape{300, 37}, mt::Shape{70, 1100}, mt::Shape{9, 33}}) {
+    for (mt::DType dt : {mt::kFloat32, mt::kBFloat16}) {
+      const Tensor x = sample(shape, dt, false) + mt::randn(shape).to(dt);
+      expect_same(mt::amax(x, {0}), mt::amax(x.t().contiguous(), {1}), 0, "amax " + x.shape_str());
+      expect_same(mt::amin(x, {0}), mt::amin(x.t().contiguous(), {1}), 0, "amin " + x.shape_str());
+    }
+  }
   const Tensor i = mt::from_vector(std::vector<double>{3, 9, -2, 7, 9, 1, 0, 4, 11}, {3, 3}).to(mt::kInt32);
   EXPECT_EQ(mt::amax(i, {0}).to(mt::kFloat64).to_vector<double>(), (std::vector<double>{7, 9, 11}));
   EXPECT_EQ(mt::amin(i, {0}).to(mt::kFloat64).to_vector<double>(), (std::vector<double>{0, 4, -2}));

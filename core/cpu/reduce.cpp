@@ -374,6 +374,29 @@ inline void for_column_parts(int64_t nc, Body&& body) {
   }
 }
 
+#if defined(__AVX512F__)
+// The bf16 column kernels' AVX-512 loop: R rows (row[r] at the columns' start) read 16 words at
+// a time, their even columns (states k..k+15 of split order) by a shift and their odd ones
+// (states h + k..) by a mask, one load per word: body(even, odd, k, m), m the lanes in [0, h).
+// (GCC's loops read each row twice, once per part, and select by compare-and-blend: bf16
+// column max and var ran at a third of memcpy.) The odd last column of an odd nc is the
+// caller's.
+template <int R, typename Body>
+inline void for_bf16_word_vectors(const BFloat16* const (&row)[R], int64_t h, Body&& body) {
+  const __m512i odd_mask = _mm512_set1_epi32(int32_t(0xFFFF0000u));
+  for (int64_t k = 0; k < h; k += 16) {
+    const __mmask16 m = h - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (h - k)) - 1);
+    __m512 even[R], odd[R];
+    for (int r = 0; r < R; ++r) {
+      const __m512i w = _mm512_maskz_loadu_epi32(m, row[r] + 2 * k);
+      even[r] = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+      odd[r] = _mm512_castsi512_ps(_mm512_and_si512(w, odd_mask));
+    }
+    body(even, odd, k, m);
+  }
+}
+#endif
+
 // acc[k] += the sum over r in [0, rows) of p[r * ld + column k]: four rows per pass over acc,
 // added pairwise before they reach it (one load and store of acc per four elements).
 template <typename Acc, typename T>
@@ -403,6 +426,49 @@ void add_rows(const T* p, int64_t ld, int64_t rows, int64_t nc, Acc* acc) {
 template <typename Acc, typename T>
 void add_shifted_moments(const T* p, int64_t ld, int64_t rows, int64_t nc, const Acc* shift, Acc* s, Acc* q) {
   int64_t r = 0;
+#if defined(__AVX512F__)
+  if constexpr (kSplitColumns<T, Acc>) {
+    const int64_t h = nc / 2;
+    // States [at, at + 16) of s and q += the rows' deviations d from shift (d^2 for q), masked.
+    auto add = [&](int64_t at, __mmask16 m, const __m512* v, auto rows_n) {
+      constexpr int R = decltype(rows_n)::value;
+      const __m512 c = _mm512_maskz_loadu_ps(m, shift + at);
+      __m512 d[R];
+      for (int j = 0; j < R; ++j) d[j] = _mm512_sub_ps(v[j], c);
+      __m512 sum = d[0], sq = _mm512_mul_ps(d[0], d[0]);
+      if constexpr (R == 4) {
+        sum = _mm512_add_ps(_mm512_add_ps(d[0], d[1]), _mm512_add_ps(d[2], d[3]));
+        sq = _mm512_add_ps(_mm512_fmadd_ps(d[1], d[1], sq), _mm512_fmadd_ps(d[3], d[3], _mm512_mul_ps(d[2], d[2])));
+      }
+      _mm512_mask_storeu_ps(s + at, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, s + at), sum));
+      _mm512_mask_storeu_ps(q + at, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, q + at), sq));
+    };
+    auto last_column = [&](const T* pr) {  // an odd nc's last column, state nc - 1
+      if (nc & 1) {
+        const Acc d = load_acc<Acc>(pr, nc - 1) - shift[nc - 1];
+        s[nc - 1] += d;
+        q[nc - 1] += d * d;
+      }
+    };
+    for (; r + 4 <= rows; r += 4) {
+      const T* const rs[4] = {p + r * ld, p + (r + 1) * ld, p + (r + 2) * ld, p + (r + 3) * ld};
+      for_bf16_word_vectors<4>(rs, h, [&](const __m512* even, const __m512* odd, int64_t k, __mmask16 m) {
+        add(k, m, even, std::integral_constant<int, 4>{});
+        add(h + k, m, odd, std::integral_constant<int, 4>{});
+      });
+      for (const T* pr : rs) last_column(pr);
+    }
+    for (; r < rows; ++r) {
+      const T* const rs[1] = {p + r * ld};
+      for_bf16_word_vectors<1>(rs, h, [&](const __m512* even, const __m512* odd, int64_t k, __mmask16 m) {
+        add(k, m, even, std::integral_constant<int, 1>{});
+        add(h + k, m, odd, std::integral_constant<int, 1>{});
+      });
+      last_column(rs[0]);
+    }
+    return;
+  }
+#endif
   for (; r + 4 <= rows; r += 4) {
     const T *p0 = p + r * ld, *p1 = p0 + ld, *p2 = p1 + ld, *p3 = p2 + ld;
     for_column_parts<Acc, T>(nc, [&](int64_t count, int64_t k0, auto part) {
@@ -478,6 +544,43 @@ template <bool kMax, typename Acc, typename T>
 bool column_extreme_values(const T* p, int64_t ld, int64_t rows, int64_t nc, Acc* b) {
   auto pick = [](Acc v, Acc cur) { return (kMax ? v > cur : v < cur) ? v : cur; };  // v later than cur
   int nan = 0;
+#if defined(__AVX512F__)
+  if constexpr (kSplitColumns<T, Acc>) {
+    const int64_t h = nc / 2;
+    // vmaxps / vminps: (v > cur) ? v : cur, pick's select in one operation.
+    auto vpick = [](__m512 v, __m512 cur) { return kMax ? _mm512_max_ps(v, cur) : _mm512_min_ps(v, cur); };
+    __mmask16 seen = 0;
+    for (int64_t k = 0; k < nc; ++k) nan |= is_nan(b[k]);  // row 0
+    auto last_column = [&](const T* pr) {
+      if (nc & 1) {
+        const Acc v = load_acc<Acc>(pr, nc - 1);
+        nan |= is_nan(v);
+        b[nc - 1] = pick(v, b[nc - 1]);
+      }
+    };
+    int64_t r = 1;
+    for (; r + 4 <= rows; r += 4) {
+      const T* const rs[4] = {p + r * ld, p + (r + 1) * ld, p + (r + 2) * ld, p + (r + 3) * ld};
+      for_bf16_word_vectors<4>(rs, h, [&](const __m512* e, const __m512* o, int64_t k, __mmask16 m) {
+        for (int j = 0; j < 4; ++j) seen |= _mm512_cmp_ps_mask(e[j], o[j], _CMP_UNORD_Q);
+        const __m512 be = _mm512_maskz_loadu_ps(m, b + k), bo = _mm512_maskz_loadu_ps(m, b + h + k);
+        _mm512_mask_storeu_ps(b + k, m, vpick(vpick(vpick(e[3], e[2]), vpick(e[1], e[0])), be));
+        _mm512_mask_storeu_ps(b + h + k, m, vpick(vpick(vpick(o[3], o[2]), vpick(o[1], o[0])), bo));
+      });
+      for (const T* pr : rs) last_column(pr);
+    }
+    for (; r < rows; ++r) {
+      const T* const rs[1] = {p + r * ld};
+      for_bf16_word_vectors<1>(rs, h, [&](const __m512* e, const __m512* o, int64_t k, __mmask16 m) {
+        seen |= _mm512_cmp_ps_mask(e[0], o[0], _CMP_UNORD_Q);
+        _mm512_mask_storeu_ps(b + k, m, vpick(e[0], _mm512_maskz_loadu_ps(m, b + k)));
+        _mm512_mask_storeu_ps(b + h + k, m, vpick(o[0], _mm512_maskz_loadu_ps(m, b + h + k)));
+      });
+      last_column(rs[0]);
+    }
+    return nan != 0 || seen != 0;
+  }
+#endif
   for_column_parts<Acc, T>(nc, [&](int64_t count, int64_t k0, auto) {
     int seen = 0;
     const Acc* bk = b + k0;
