@@ -6,7 +6,9 @@
 // >= 1M elements. After the runs a table prints each row's share of memcpy and marks those below,
 // and its share of the same op's rate at 64K elements on one thread times the threads (data in
 // L2; a row near or above 100 % there is held back by its arithmetic, and only faster math would
-// lift it; far above it, the 64K call is different work and gives no ceiling).
+// lift it; far above it, the 64K call is different work and gives no ceiling). On AVX-512 two
+// rows measure the arithmetic ceiling itself (ceiling/fma512, ceiling/exp16: one thread, data in
+// L1), and the table ends with what the line asks per element against what exp alone gives.
 //   build/bench/bench_roofline                 # quick set: 64K, 1M and 4M elements
 //   build/bench/bench_roofline --full          # 64K ... 64M elements
 //   build/bench/bench_roofline --benchmark_filter=softmax
@@ -21,6 +23,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "core/cpu/vec_math.h"
 
 namespace mt = mantissa;
 namespace F = mt::nn::functional;
@@ -230,6 +234,35 @@ void op_bench(benchmark::State& state, const Make& make, int64_t numel, mt::DTyp
                                               benchmark::Counter::kIs1000);
 }
 
+#if defined(__AVX512F__)
+// The CPU's arithmetic ceiling, one thread, data in L1 (a 2048-float array, so the loop's
+// iterations are independent): 512-bit FMAs issued per ns, and floats per ns through exp16 (the
+// exp of softmax, sigmoid, silu and gelu). A row whose op needs more vector operations per
+// element than the 50 % line leaves time for cannot reach it at any memory speed.
+alignas(64) float g_issue_in[2048], g_issue_out[2048];
+void issue_bench(benchmark::State& state, bool exp) {
+  omp_set_num_threads(1);
+  for (int i = 0; i < 2048; ++i) g_issue_in[i] = -5.0f + 0.004f * float(i);
+  for (auto _ : state) {
+    for (int i = 0; i < 2048; i += 16) {
+      __m512 v = _mm512_load_ps(g_issue_in + i);
+      if (exp) {
+        v = mt::cpu::exp16(v);
+      } else {
+        const __m512 x = v;
+        for (int k = 0; k < 12; ++k) v = _mm512_fmadd_ps(v, x, _mm512_set1_ps(0.5f));
+      }
+      _mm512_store_ps(g_issue_out + i, v);
+    }
+    benchmark::ClobberMemory();
+  }
+  // per ns: FMAs (12 per vector of the 128), or floats through exp16
+  const double per_iter = exp ? 2048.0 : 12.0 * 128.0;
+  state.counters["per_ns"] =
+      benchmark::Counter(per_iter * double(state.iterations()) * 1e-9, benchmark::Counter::kIsRate);
+}
+#endif
+
 std::string size_name(int64_t n) {
   return n >= (1 << 20) ? std::to_string(n >> 20) + "M" : std::to_string(n >> 10) + "K";
 }
@@ -243,6 +276,8 @@ class RooflineReporter : public benchmark::ConsoleReporter {
       if (r.run_type == Run::RT_Aggregate && r.aggregate_name != "median") continue;
       auto it = r.counters.find("GBps");
       if (it != r.counters.end()) gbps_[r.run_name.function_name] = it->second.value / 1e9;
+      auto per_ns = r.counters.find("per_ns");
+      if (per_ns != r.counters.end()) issue_[r.run_name.function_name] = per_ns->second.value;
     }
   }
   void Finalize() override {
@@ -287,10 +322,21 @@ class RooflineReporter : public benchmark::ConsoleReporter {
         "times the threads): held back by their arithmetic, not by memory; %d above 150%% (the 64K call is not\n"
         "the same work: no ceiling from it)\n",
         compute_bound, no_ceiling);
+    auto fma = issue_.find("ceiling/fma512"), exp = issue_.find("ceiling/exp16");
+    auto line = gbps_.find("memcpy/e2/1M/t1");
+    if (fma != issue_.end() && exp != issue_.end() && line != gbps_.end()) {
+      // bf16 unary op: 4 bytes per element (2 read, 2 written); fp32: 8.
+      const double bf16_need = 0.5 * line->second / 4.0, fp32_need = 0.5 * gbps_["memcpy/e4/1M/t1"] / 8.0;
+      std::printf(
+          "Arithmetic ceiling, one thread, data in L1: %.2f 512-bit FMAs per ns; exp16 %.2f floats per ns.\n"
+          "The 50%% line at 1M on one thread asks %.2f elements per ns of a bf16 unary op (%.2f of an fp32 one):\n"
+          "an op whose exp alone runs below that cannot reach it.\n",
+          fma->second, exp->second, bf16_need, fp32_need);
+    }
   }
 
  private:
-  std::map<std::string, double> gbps_;
+  std::map<std::string, double> gbps_, issue_;
 };
 
 }  // namespace
@@ -323,6 +369,10 @@ int main(int argc, char** argv) {
           benchmark::RegisterBenchmark(name.c_str(), op_bench, make, n, dt, threads)->UseRealTime();
         }
     }
+#if defined(__AVX512F__)
+  benchmark::RegisterBenchmark("ceiling/fma512", issue_bench, false);
+  benchmark::RegisterBenchmark("ceiling/exp16", issue_bench, true);
+#endif
   int ac = int(args.size());
   benchmark::Initialize(&ac, args.data());
   if (benchmark::ReportUnrecognizedArguments(ac, args.data())) return 1;
