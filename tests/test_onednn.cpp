@@ -253,14 +253,14 @@ TEST(Bf16Elementwise, BlockedLoopsRoundOnce) {
 // Widths 9 (a padded tail chunk only) and 37 (two full 8-wide chunks, a tail, an odd column).
 TEST(MaxPool2x2, VectorLoopMatchesTheGeneralLoop) {
   mt::manual_seed(13);
-  for (int64_t W : {9, 37}) {
+  for (int64_t W : {9, 28, 37, 64}) {  // rows of 4, 14, 18 and 32 outputs: partial and whole steps of 16
     std::vector<float> v = mt::randn({2 * 3 * 8 * W}).to(mt::kBFloat16).to_vector<float>();
     const float inf = std::numeric_limits<float>::infinity();
     for (size_t i = 0; i < v.size(); i += 7) v[i] = v[i + 1];  // ties inside windows
     v[20] = std::nanf("");
     v[50] = v[51] = std::nanf("");
     v[0] = v[1] = v[size_t(W)] = v[size_t(W) + 1] = -inf;  // a whole window of -inf
-    for (mt::DType dt : {mt::kFloat32, mt::kBFloat16}) {
+    for (mt::DType dt : {mt::kFloat32, mt::kBFloat16, mt::kFloat16}) {
       const Tensor x = mt::from_vector(v, {2, 3, 8, W}, {.dtype = dt});
       const auto got = F::max_pool2d_with_indices(x, 2);
       const auto want = F::max_pool2d_with_indices(x.to(mt::kFloat64), 2);
@@ -277,22 +277,27 @@ TEST(MaxPool2x2, VectorLoopMatchesTheGeneralLoop) {
 // ones (3x3, stride 1) sum several gradients there, in float for bf16. Against float64.
 TEST(MaxPool2x2, BackwardMatchesFloat64) {
   mt::manual_seed(14);
-  const Tensor x0 = mt::randn({2, 3, 9, 11}).to(mt::kBFloat16).to(mt::kFloat64);
-  for (bool overlap : {false, true})
-    for (mt::DType dt : {mt::kFloat32, mt::kBFloat16}) {
-      auto pool = [&](const Tensor& x) {
-        return overlap ? F::max_pool2d(x, 3, {.stride = 1, .padding = 1}) : F::max_pool2d(x, 2);
-      };
-      Tensor x = x0.to(dt), xd = x0.clone();
-      x.requires_grad_();
-      xd.requires_grad_();
-      const Tensor gy = mt::randn(pool(x0).sizes()).to(mt::kBFloat16).to(mt::kFloat64);
-      pool(x).backward(gy.to(dt));
-      pool(xd).backward(gy);
-      const double tol = dt == mt::kBFloat16 ? 0.05 : 1e-5;  // bf16: one rounding of a sum of <= 9 terms
-      EXPECT_LT((x.grad().to(mt::kFloat64) - xd.grad()).abs().max().item<double>(), tol)
-          << mt::dtype_name(dt) << (overlap ? " overlapping" : " disjoint");
-    }
+  // odd sizes (positions outside every 2x2 window), and even ones written whole (rows of 14 and
+  // 36 outputs: partial and whole steps of 16)
+  for (const mt::Shape& shape : {mt::Shape{2, 3, 9, 11}, mt::Shape{2, 3, 8, 28}, mt::Shape{1, 2, 6, 72}}) {
+    const Tensor x0 = mt::randn(shape).to(mt::kBFloat16).to(mt::kFloat64);
+    for (bool overlap : {false, true})
+      for (mt::DType dt : {mt::kFloat32, mt::kBFloat16, mt::kFloat16}) {
+        auto pool = [&](const Tensor& x) {
+          return overlap ? F::max_pool2d(x, 3, {.stride = 1, .padding = 1}) : F::max_pool2d(x, 2);
+        };
+        Tensor x = x0.to(dt), xd = x0.clone();
+        x.requires_grad_();
+        xd.requires_grad_();
+        const Tensor gy = mt::randn(pool(x0).sizes()).to(mt::kBFloat16).to(mt::kFloat64);
+        pool(x).backward(gy.to(dt));
+        pool(xd).backward(gy);
+        // bf16/fp16: one rounding of a sum of <= 9 terms; disjoint windows move each gradient as is
+        const double tol = overlap && dt != mt::kFloat32 ? 0.05 : 1e-12;
+        EXPECT_LT((x.grad().to(mt::kFloat64) - xd.grad()).abs().max().item<double>(), tol)
+            << mt::dtype_name(dt) << (overlap ? " overlapping" : " disjoint") << " " << x0.shape_str();
+      }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, OneDnnDtype, testing::Values(mt::kFloat32, mt::kBFloat16),
