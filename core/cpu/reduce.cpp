@@ -19,15 +19,15 @@ namespace mantissa::cpu {
 
 namespace {
 
-// bf16 rows are read as words of two elements (bf16_word in loops.h), like the columns below:
-// widening element by element held bf16 row max and var at a quarter to a third of memcpy on
-// AVX-512.
 #if defined(__AVX512F__)
-constexpr bool kAvx512 = true;
+constexpr bool kAvx512 = true;  // the build has the intrinsics paths below
 #else
 constexpr bool kAvx512 = false;
 #endif
 
+// bf16 rows are read as words of two elements (bf16_word in loops.h), like the columns below:
+// widening element by element held bf16 row max and var at a quarter to a third of memcpy on
+// AVX-512.
 template <typename T, typename Acc>
 constexpr bool kPairRows = std::is_same_v<T, BFloat16>&& std::is_same_v<Acc, float>;
 
