@@ -1,9 +1,9 @@
 // Vector math for the CPU kernels whose time goes into a transcendental function: exp over a
 // row of floats (the exp op, softmax, log_softmax, attention's scores) and the AVX-512 forms of
-// the elementwise functors exp, sigmoid, silu, gelu (both forms) and the backward of the last
-// two (the unary and binary launchers' contiguous loops). tanh
-// keeps libmvec's tanhf: Cephes' tanhf here, both branches and a division per vector, was 7 %
-// faster in fp32 and 10 % slower in bf16.
+// the elementwise functors exp, tanh, sigmoid, silu, gelu (both forms) and the backward of the
+// last two (the unary and binary launchers' contiguous loops). tanh is Eigen's branch-free
+// rational (2x libmvec's tanhf in fp32 and bf16; Cephes' tanhf, with both branches and a
+// division per vector, had been 7 % faster in fp32 and 10 % slower in bf16).
 // exp on AVX-512: Cephes' reduction and polynomial (the same as math::exp_parts) with 2^n
 // applied by one vscalefps, which also gives expf's denormals below -87 and +inf above 88.72
 // with no selects: 14 vector operations per 16 floats against about 22 for math::exp_fast's
@@ -61,6 +61,9 @@ inline __m512 gelu_tanh_2u(__m512 x) {
 // The AVX-512 form of an elementwise functor, for those that have one (kHasVectorForm): the
 // unary ones of x, the backward ones of (g, x).
 inline __m512 vector_form(math::Exp, __m512 x) { return exp16(x); }
+// Eigen's packet tanh: a 13/6 rational clamped at +-7.9988 (where it is exactly +-1), x itself
+// below 4e-4; within 5 ulp of double tanh, NaN, +-0 and +-inf as tanhf.
+inline __m512 vector_form(math::Tanh, __m512 x) { return Eigen::internal::generic_fast_tanh_float(x); }
 inline __m512 vector_form(math::Sigmoid, __m512 x) { return sigmoid16(x); }
 inline __m512 vector_form(math::Silu, __m512 x) { return _mm512_mul_ps(x, sigmoid16(x)); }
 inline __m512 vector_form(math::GeluTanh, __m512 x) { return _mm512_mul_ps(x, sigmoid16(gelu_tanh_2u(x))); }
