@@ -208,6 +208,19 @@ inline void store_bf16x16(__m512 f, uint16_t* dst) {
   _mm512_store_ps(lanes, f);
   for (int k = 0; k < 16; ++k) dst[k] = bf16_bits_rne(lanes[k]);
 }
+
+// 32 floats (lo: the first 16) to bf16 bits at dst: one vcvtne2ps2bf16 and one 64-byte store
+// when neither vector holds a denormal (one vfpclassps each), else store_bf16x16 twice. Per 16,
+// store_bf16x16's two tests, a mask and, a convert and a 32-byte store took a fifth of a bf16
+// layer norm.
+inline void store_bf16x32(__m512 lo, __m512 hi, uint16_t* dst) {
+  if ((_mm512_fpclass_ps_mask(lo, 0x20) | _mm512_fpclass_ps_mask(hi, 0x20)) == 0) [[likely]] {
+    _mm512_storeu_si512(dst, __m512i(_mm512_cvtne2ps_pbh(hi, lo)));
+    return;
+  }
+  store_bf16x16(lo, dst);
+  store_bf16x16(hi, dst + 16);
+}
 #endif
 
 template <typename T>
@@ -216,6 +229,8 @@ void narrow_block(const float* src, T* dst, int64_t n) {
     uint16_t* bits = reinterpret_cast<uint16_t*>(dst);
     int64_t done = float_to_bf16_bits_avx2(src, bits, n);
 #if defined(__AVX512BF16__)
+    for (; done + 32 <= n; done += 32)
+      store_bf16x32(_mm512_loadu_ps(src + done), _mm512_loadu_ps(src + done + 16), bits + done);
     for (; done + 16 <= n; done += 16) store_bf16x16(_mm512_loadu_ps(src + done), bits + done);
 #endif
 #pragma omp simd

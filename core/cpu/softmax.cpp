@@ -132,8 +132,10 @@ void scale_narrow(float* e, float inv, O* q, int64_t n) {
 #if defined(__AVX512BF16__)
   if constexpr (std::is_same_v<O, BFloat16>) {
     const __m512 v = _mm512_set1_ps(inv);
-    for (; i + 16 <= n; i += 16)
-      store_bf16x16(_mm512_mul_ps(_mm512_loadu_ps(e + i), v), reinterpret_cast<uint16_t*>(q) + i);
+    uint16_t* bits = reinterpret_cast<uint16_t*>(q);
+    for (; i + 32 <= n; i += 32)
+      store_bf16x32(_mm512_mul_ps(_mm512_loadu_ps(e + i), v), _mm512_mul_ps(_mm512_loadu_ps(e + i + 16), v), bits + i);
+    for (; i + 16 <= n; i += 16) store_bf16x16(_mm512_mul_ps(_mm512_loadu_ps(e + i), v), bits + i);
   }
 #endif
 #pragma omp simd
