@@ -212,8 +212,15 @@ void softmax_row_group(const T* x, O* y, int64_t rows, int64_t n, bool log) {
     const T* p = x + r * n;
     O* q = y + r * n;
     if (log) {  // NOLINT(bugprone-branch-clone): the loops differ; clang-tidy 14 compares omp simd without them
+      if constexpr (std::is_same_v<O, BFloat16>) {  // in the buffer, then narrow_block's vector rounding
+        float* b = buffer + r * n;
 #pragma omp simd
-      for (int64_t i = 0; i < n; ++i) store_float(q, i, (load_float(p, i) - mx[r]) - sum[r]);
+        for (int64_t i = 0; i < n; ++i) b[i] = (load_float(p, i) - mx[r]) - sum[r];
+        narrow_block(b, q, n);
+      } else {
+#pragma omp simd
+        for (int64_t i = 0; i < n; ++i) store_float(q, i, (load_float(p, i) - mx[r]) - sum[r]);
+      }
     } else if constexpr (kFloatOut) {
 #pragma omp simd
       for (int64_t i = 0; i < n; ++i) q[i] *= sum[r];
