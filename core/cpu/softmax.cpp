@@ -335,8 +335,15 @@ void softmax_columns(const T* x, O* y, int64_t n, int64_t inner, int64_t nc, boo
     const T* p = x + j * inner;
     O* q = y + j * inner;
     if (log) {  // NOLINT(bugprone-branch-clone): the loops differ; clang-tidy 14 compares omp simd without them
+      if constexpr (std::is_same_v<O, BFloat16> && std::is_same_v<Acc, float>) {  // as softmax_row_group
+        alignas(64) float b[kCols];
 #pragma omp simd
-      for (int64_t c = 0; c < nc; ++c) store_acc(q, c, Acc((load_acc<Acc>(p, c) - mx[c]) - sum[c]));
+        for (int64_t c = 0; c < nc; ++c) b[c] = (load_acc<Acc>(p, c) - mx[c]) - sum[c];
+        narrow_block(b, q, nc);
+      } else {
+#pragma omp simd
+        for (int64_t c = 0; c < nc; ++c) store_acc(q, c, Acc((load_acc<Acc>(p, c) - mx[c]) - sum[c]));
+      }
     } else {
 #pragma omp simd
       for (int64_t c = 0; c < nc; ++c)
