@@ -304,3 +304,21 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, OneDnnDtype, testing::Values(mt::kFloat32, mt::
                          [](const auto& info) { return std::string(mt::dtype_name(info.param)); });
 
 }  // namespace
+
+namespace {
+// 2x2 max pooling at the edges: an empty batch, a non-contiguous input (channels-last view made by
+// a permute) against its contiguous copy, and an integer input refused.
+TEST(MaxPool2x2, EdgeInputs) {
+  const Tensor empty = mt::zeros({0, 3, 8, 8});
+  EXPECT_EQ(F::max_pool2d(empty, 2).sizes(), (mt::Shape{0, 3, 4, 4}));
+  mt::manual_seed(15);
+  for (mt::DType dt : {mt::kFloat32, mt::kBFloat16}) {
+    const Tensor nhwc = mt::randn({2, 12, 20, 3}).to(dt);
+    const Tensor x = nhwc.permute({0, 3, 1, 2});  // [2, 3, 12, 20], not contiguous
+    const auto got = F::max_pool2d_with_indices(x, 2), want = F::max_pool2d_with_indices(x.contiguous(), 2);
+    EXPECT_EQ(got.indices.to_vector<int64_t>(), want.indices.to_vector<int64_t>()) << mt::dtype_name(dt);
+    EXPECT_EQ(got.values.to(mt::kFloat64).to_vector<double>(), want.values.to(mt::kFloat64).to_vector<double>());
+  }
+  EXPECT_THROW(F::max_pool2d(mt::ones({1, 1, 4, 4}).to(mt::kInt32), 2), mt::Error);
+}
+}  // namespace

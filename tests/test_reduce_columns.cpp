@@ -274,3 +274,32 @@ TEST(ReduceRows, Bf16VarMatchesFloat64) {
     }
   }
 }
+
+// The column kernels at the edges: no rows (var NaN, amax an error as torch's), one row, a
+// non-contiguous input (a transpose, a strided slice), an integer input (var refuses it), and
+// NaN in a bf16 column past the fast path's first tile.
+TEST(ReduceColumns, EdgeInputs) {
+  const Tensor empty = mt::zeros({0, 5});
+  const Tensor v0 = mt::var(empty, {0});
+  ASSERT_EQ(v0.sizes(), (mt::Shape{5}));
+  for (double v : v0.to_vector<double>()) EXPECT_TRUE(std::isnan(v));
+  EXPECT_THROW(mt::amax(empty, {0}), mt::Error);
+  const Tensor one = mt::from_vector(std::vector<double>{1, -2, 3}, {1, 3});
+  EXPECT_EQ(mt::amax(one, {0}).to_vector<double>(), (std::vector<double>{1, -2, 3}));
+  for (double v : mt::var(one, {0}).to_vector<double>()) EXPECT_TRUE(std::isnan(v));  // 0 degrees of freedom
+  mt::manual_seed(8);
+  for (mt::DType dt : {mt::kFloat32, mt::kBFloat16}) {
+    const Tensor base = mt::randn({70, 300}).to(dt);
+    for (const Tensor& x : {base.t(), base.slice(1, 0, 300, 3)}) {  // [300, 70] transposed; [70, 100] strided
+      const Tensor c = x.contiguous();
+      expect_same(mt::amax(x, {0}), mt::amax(c, {0}), 0, "amax non-contiguous");
+      expect_same(mt::var(x, {0}), mt::var(c, {0}), dt == mt::kFloat32 ? 1e-5 : 8e-3, "var non-contiguous");
+    }
+    std::vector<double> v = mt::randn({600, 40}).to_vector<double>();
+    v[size_t(400 * 40 + 7)] = NAN;  // column 7, second tile of 256 rows
+    const Tensor x = mt::from_vector(v, {600, 40}, {.dtype = mt::kFloat64}).to(dt);
+    const std::vector<double> m = mt::amax(x, {0}).to(mt::kFloat64).to_vector<double>();
+    for (size_t c = 0; c < 40; ++c) EXPECT_EQ(std::isnan(m[c]), c == 7) << "column " << c;
+  }
+  EXPECT_THROW(mt::var(mt::ones({4, 3}).to(mt::kInt32), {0}), mt::Error);
+}
