@@ -80,9 +80,7 @@ int64_t bf16_words_in_registers(int64_t n, uint16_t* y, Body&& body) {
 
 // The even and odd bf16 elements of the 16 words at p as floats.
 inline void bf16_halves(const BFloat16* p, __m512& even, __m512& odd) {
-  const __m512i w = _mm512_loadu_si512(p);
-  even = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
-  odd = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(int32_t(0xFFFF0000u))));
+  bf16_words_as_floats(_mm512_loadu_si512(p), even, odd);
 }
 #endif
 

@@ -191,6 +191,15 @@ inline int64_t float_to_bf16_bits_avx2(const float* src, uint16_t* dst, int64_t 
   return i;
 }
 
+#if defined(__AVX512F__)
+// bf16_even / bf16_odd on 16 words at once: the even elements by a shift, the odd ones by a mask
+// (one operation each, no shuffle), for the AVX-512 loops over bf16 that need no element order.
+inline void bf16_words_as_floats(__m512i w, __m512& even, __m512& odd) {
+  even = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+  odd = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(int32_t(0xFFFF0000u))));
+}
+#endif
+
 #if defined(__AVX512BF16__)
 // 16 floats to bf16 bits at dst, rounding to nearest even, with one vcvtneps2bf16 (8 integer
 // operations and a lane shuffle otherwise). The instruction flushes denormal inputs to zero;

@@ -9,6 +9,7 @@
 
 #include "core/cpu/loops.h"
 #include "core/cpu/plane_loop.h"
+#include "core/cpu/vec_math.h"
 #include "core/nn_kernels.h"
 #include "core/nn_math.h"
 
@@ -57,15 +58,6 @@ inline void max_pool_2x2_row(const In* r0, const In* r1, int64_t n, int64_t base
 // their bits are kept (the top half of the float). GCC's loop over stride-2 loads, 8 outputs
 // at a time and a padded copy for each row's rest, ran at 15 GB/s (a fifth of a CNN's step).
 template <typename T>
-inline __m512 load_pool_inputs(const T* p, __mmask16 m) {
-  if constexpr (std::is_same_v<T, float>)
-    return _mm512_maskz_loadu_ps(m, p);
-  else
-    return _mm512_castsi512_ps(_mm512_slli_epi32(
-        _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(p))), 16));
-}
-
-template <typename T>
 inline void store_pool_outputs(T* p, __mmask16 m, __m512 v) {
   if constexpr (std::is_same_v<T, float>)
     _mm512_mask_storeu_ps(p, m, v);
@@ -92,7 +84,7 @@ void max_pool_2x2_plane_avx512(const T* xp, T* yp, int64_t* ip, int64_t W, int64
       const __mmask16 m_lo = __mmask16((1u << std::min<int64_t>(16, 2 * n)) - 1);
       const __mmask16 m_hi = __mmask16((1u << std::max<int64_t>(0, 2 * n - 16)) - 1);
       auto row = [&](const T* r, __m512& e, __m512& o) {
-        const __m512 lo = load_pool_inputs(r + 2 * c, m_lo), hi = load_pool_inputs(r + 2 * c + 16, m_hi);
+        const __m512 lo = load16(r + 2 * c, m_lo), hi = load16(r + 2 * c + 16, m_hi);
         e = _mm512_permutex2var_ps(lo, even, hi);
         o = _mm512_permutex2var_ps(lo, odd, hi);
       };
@@ -140,7 +132,7 @@ void max_pool_2x2_backward_plane_avx512(const T* gp, const int64_t* ip, T* xp, i
       const __mmask16 m = __mmask16((1u << n) - 1);
       const __mmask16 m_lo = __mmask16((1u << std::min<int64_t>(16, 2 * n)) - 1);
       const __mmask16 m_hi = __mmask16((1u << std::max<int64_t>(0, 2 * n - 16)) - 1);
-      const __m512 g = _mm512_add_ps(load_pool_inputs(gp + oh * OW + c, m), zero);
+      const __m512 g = _mm512_add_ps(load16(gp + oh * OW + c, m), zero);
       const int64_t* ipo = ip + oh * OW + c;
       const __m512i at =
           _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(_mm512_maskz_loadu_epi64(__mmask8(m), ipo))),

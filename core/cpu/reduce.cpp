@@ -117,7 +117,6 @@ Acc row_squared_deviation(const T* p, int64_t n, Acc m) {
 // row var at a third of memcpy. n >= 1.
 inline void bf16_row_moments(const BFloat16* p, int64_t n, float& mean_out, float& m2_out) {
   constexpr int64_t kBlock = 1024;
-  const __m512i odd_mask = _mm512_set1_epi32(int32_t(0xFFFF0000u));
   double count = 0, mean = 0, m2 = 0, sum = 0;
   for (int64_t b = 0; b < n; b += kBlock) {
     const int64_t e = std::min(n, b + kBlock);
@@ -127,11 +126,13 @@ inline void bf16_row_moments(const BFloat16* p, int64_t n, float& mean_out, floa
     __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, q0 = s0, q1 = s0, q2 = s0, q3 = s0;
     int64_t i = b;
     for (; i + 64 <= e; i += 64) {
-      const __m512i a = _mm512_loadu_si512(p + i), w = _mm512_loadu_si512(p + i + 32);
-      const __m512 ea = _mm512_sub_ps(_mm512_castsi512_ps(_mm512_slli_epi32(a, 16)), cv);
-      const __m512 oa = _mm512_sub_ps(_mm512_castsi512_ps(_mm512_and_si512(a, odd_mask)), cv);
-      const __m512 ew = _mm512_sub_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w, 16)), cv);
-      const __m512 ow = _mm512_sub_ps(_mm512_castsi512_ps(_mm512_and_si512(w, odd_mask)), cv);
+      __m512 ea, oa, ew, ow;
+      bf16_words_as_floats(_mm512_loadu_si512(p + i), ea, oa);
+      bf16_words_as_floats(_mm512_loadu_si512(p + i + 32), ew, ow);
+      ea = _mm512_sub_ps(ea, cv);
+      oa = _mm512_sub_ps(oa, cv);
+      ew = _mm512_sub_ps(ew, cv);
+      ow = _mm512_sub_ps(ow, cv);
       s0 = _mm512_add_ps(s0, ea);
       s1 = _mm512_add_ps(s1, oa);
       s2 = _mm512_add_ps(s2, ew);
@@ -174,16 +175,13 @@ int64_t row_extreme(const T* p, int64_t n, bool want_index, Acc& value) {
     // compiled to a compare, a blend and register copies: a third of memcpy), and one unordered
     // compare of the two halves flags a NaN.
     auto pick = [](__m512 v, __m512 b) { return kMax ? _mm512_max_ps(v, b) : _mm512_min_ps(v, b); };
-    const __m512i odd_mask = _mm512_set1_epi32(int32_t(0xFFFF0000u));
     __m512 e0 = _mm512_set1_ps(best), o0 = e0, e1 = e0, o1 = e0;
     __mmask16 seen = 0;
     int64_t i = 0;
     for (; i + 64 <= n; i += 64) {
-      const __m512i a = _mm512_loadu_si512(p + i), c = _mm512_loadu_si512(p + i + 32);
-      const __m512 ea = _mm512_castsi512_ps(_mm512_slli_epi32(a, 16));
-      const __m512 oa = _mm512_castsi512_ps(_mm512_and_si512(a, odd_mask));
-      const __m512 ec = _mm512_castsi512_ps(_mm512_slli_epi32(c, 16));
-      const __m512 oc = _mm512_castsi512_ps(_mm512_and_si512(c, odd_mask));
+      __m512 ea, oa, ec, oc;
+      bf16_words_as_floats(_mm512_loadu_si512(p + i), ea, oa);
+      bf16_words_as_floats(_mm512_loadu_si512(p + i + 32), ec, oc);
       seen |= _mm512_cmp_ps_mask(ea, oa, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(ec, oc, _CMP_UNORD_Q);
       e0 = pick(ea, e0);
       o0 = pick(oa, o0);
@@ -383,14 +381,11 @@ inline void for_column_parts(int64_t nc, Body&& body) {
 // caller's.
 template <int R, typename Body>
 inline void for_bf16_word_vectors(const BFloat16* const (&row)[R], int64_t h, Body&& body) {
-  const __m512i odd_mask = _mm512_set1_epi32(int32_t(0xFFFF0000u));
   for (int64_t k = 0; k < h; k += 16) {
     const __mmask16 m = h - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (h - k)) - 1);
     __m512 even[R], odd[R];
     for (int r = 0; r < R; ++r) {
-      const __m512i w = _mm512_maskz_loadu_epi32(m, row[r] + 2 * k);
-      even[r] = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
-      odd[r] = _mm512_castsi512_ps(_mm512_and_si512(w, odd_mask));
+      bf16_words_as_floats(_mm512_maskz_loadu_epi32(m, row[r] + 2 * k), even[r], odd[r]);
     }
     body(even, odd, k, m);
   }
