@@ -1,13 +1,16 @@
 // Scaled dot-product attention and tril/triu on the GPU (contracts in core/nn_kernels.h).
 //
-// Memory-lean, not tensor-core fast: a block of kThreads threads per query row (forward,
-// dQ) or per key row (dK, dV). Scores are recomputed from q . k whenever they are needed
+// Attention runs as batched tensor-core GEMMs through score buffers (cuda/attention_gemm.cu)
+// wherever core/attention_plan.h finds that they fit the memory budget; otherwise here.
+// The row kernels are memory-lean, not tensor-core fast: a block of kThreads threads per
+// query row (forward, dQ) or per key row (dK, dV). Scores are recomputed from q . k whenever they are needed
 // and never stored beyond one tile of kThreads values in shared memory, so memory stays
 // O(L + S) per problem; softmax statistics and every sum are in fp32 (fp64 for fp64).
 // The forward stores the per-row log-sum-exp, from which backward recomputes P.
 #include <cmath>
 
 #include "core/philox.h"
+#include "cuda/attention.cuh"
 #include "cuda/kernels.h"
 #include "cuda/nn_common.cuh"
 #include "cuda/nn_kernels.h"
@@ -18,56 +21,6 @@ namespace {
 
 constexpr int kThreads = 128;
 constexpr int kMaxPerThread = 8;  // output columns per thread: E, Ev <= kThreads * kMaxPerThread
-
-// The parts of AttentionGeometry a device function reads, in device-friendly form.
-template <typename A>
-struct Attn {
-  int64_t H, L, S, E, Ev;
-  A scale;
-  bool causal;
-  float keep_prob;  // 1 - dropout_p
-  A keep_scale;     // 1 / (1 - dropout_p)
-  uint64_t seed;
-  const A* mask;  // null: none
-  int64_t ms0, ms1, ms2, ms3;
-
-  // The masked, scaled score of query i and key j of problem p (q row qr and k row kr given).
-  template <typename T>
-  __device__ A score(int64_t p, int64_t i, int64_t j, const A* qr, const T* kr) const {
-    A s = 0;
-    for (int64_t e = 0; e < E; ++e) s += qr[e] * cast_to<A>(kr[e]);
-    s *= scale;
-    if (mask) s += mask[(p / H) * ms0 + (p % H) * ms1 + i * ms2 + j * ms3];
-    return s;
-  }
-  // The dropout factor of P[p, i, j]: 0 or 1 / (1 - p).
-  __device__ A drop(int64_t p, int64_t i, int64_t j) const {
-    if (keep_prob >= 1.0f) return A(1);
-    return math::DropoutKeep{seed, keep_prob}(uint64_t((p * L + i) * S + j)) ? keep_scale : A(0);
-  }
-  // exp(s - lse), 0 for a fully masked row.
-  __device__ A prob(A s, A lse) const { return isinf(lse) ? A(0) : exp(s - lse); }
-};
-
-template <typename T>
-Attn<acc_t<T>> device_geometry(const AttentionGeometry& g, const Tensor& mask) {
-  using A = acc_t<T>;
-  return Attn<A>{g.H,
-                 g.L,
-                 g.S,
-                 g.E,
-                 g.Ev,
-                 A(g.scale),
-                 g.causal,
-                 float(1.0 - g.dropout_p),
-                 A(1.0 / (1.0 - g.dropout_p)),
-                 g.dropout_seed,
-                 mask.defined() ? dptr<const A>(mask) : nullptr,
-                 g.mask_strides[0],
-                 g.mask_strides[1],
-                 g.mask_strides[2],
-                 g.mask_strides[3]};
-}
 
 template <typename A, typename T>
 __device__ void load_row(A* dst, const T* src, int64_t n) {
@@ -83,7 +36,7 @@ __global__ void attention_forward_kernel(Attn<acc_t<T>> a, const T* q, const T* 
   A* qs = reinterpret_cast<A*>(smem);
   A* ps = qs + a.E;
   const int64_t row = blockIdx.x, p = row / a.L, i = row % a.L;
-  const int64_t nk = a.causal ? min(a.S, i + 1) : a.S;
+  const int64_t nk = a.visible(i);
   const T* kp = k + p * a.S * a.E;
   const T* vp = v + p * a.S * a.Ev;
   load_row(qs, q + row * a.E, a.E);
@@ -138,7 +91,7 @@ __global__ void attention_backward_q_kernel(Attn<acc_t<T>> a, const T* gout, con
   A* gos = qs + a.E;
   A* ds = gos + a.Ev;
   const int64_t row = blockIdx.x, p = row / a.L, i = row % a.L;
-  const int64_t nk = a.causal ? min(a.S, i + 1) : a.S;
+  const int64_t nk = a.visible(i);
   const T* kp = k + p * a.S * a.E;
   const T* vp = v + p * a.S * a.Ev;
   load_row(qs, q + row * a.E, a.E);
@@ -206,9 +159,7 @@ __global__ void attention_backward_kv_kernel(Attn<acc_t<T>> a, const T* gout, co
       // score(q_i, k_j) with the roles of the shared and global rows swapped.
       A s = 0;
       for (int64_t e = 0; e < a.E; ++e) s += ks[e] * cast_to<A>(qp[i * a.E + e]);
-      s *= a.scale;
-      if (a.mask) s += a.mask[(p / a.H) * a.ms0 + (p % a.H) * a.ms1 + i * a.ms2 + j * a.ms3];
-      const A pij = a.prob(s, lse[p * a.L + i]);
+      const A pij = a.prob(a.masked(p, i, j, s), lse[p * a.L + i]);
       const A dr = a.drop(p, i, j);
       A dpd = 0;
       for (int64_t e = 0; e < a.Ev; ++e) dpd += vs[e] * cast_to<A>(gp[i * a.Ev + e]);
@@ -263,6 +214,8 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
                        const Tensor& lse, const AttentionGeometry& g) {
   const int64_t rows = g.B * g.H * g.L;
   if (rows == 0) return;
+  if (const int64_t chunk = attention_gemm_chunk(g, q.dtype()); chunk > 0)
+    return attention_forward_gemm(q, k, v, mask, out, lse, g, chunk);
   check_widths(g);
   const int dev = q.device().index;
   DeviceGuard guard(dev);
@@ -280,6 +233,8 @@ void attention_backward(const Tensor& gout, const Tensor& q, const Tensor& k, co
                         const AttentionGeometry& g) {
   const int64_t G = g.B * g.H;
   if (G == 0) return;
+  if (const int64_t chunk = attention_gemm_chunk(g, q.dtype()); chunk > 0)
+    return attention_backward_gemm(gout, q, k, v, mask, lse, gq, gk, gv, g, chunk);
   check_widths(g);
   const int dev = q.device().index;
   DeviceGuard guard(dev);

@@ -8,6 +8,7 @@
 // The counts of host synchronisations and device-to-host copies are in core/host_sync.h.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "core/error.h"
@@ -28,6 +29,12 @@ void set_device(int device);
 std::string device_name(int device = 0);
 int compute_capability(int device = 0);  // e.g. 90 for H100/H200
 size_t total_memory(int device = 0);     // bytes
+// Bytes of score-sized buffers attention may hold at once (default 256 MiB): within it,
+// scaled_dot_product_attention runs as tensor-core GEMMs through its [L, S] score matrices,
+// a chunk of (batch, head) problems at a time; rows too long for it, or a budget of 0, take
+// the memory-lean kernels (O(L + S) memory, far slower). See core/attention_plan.h.
+void set_attention_score_memory(int64_t bytes);
+int64_t attention_score_memory();
 #else
 inline void set_allow_tf32(bool) {}
 inline bool allow_tf32() { return false; }
@@ -40,6 +47,8 @@ inline std::string device_name(int device = 0) {
 }
 inline int compute_capability(int = 0) { return 0; }
 inline size_t total_memory(int = 0) { return 0; }
+inline void set_attention_score_memory(int64_t) {}
+inline int64_t attention_score_memory() { return 0; }
 #endif
 
 }  // namespace mantissa::cuda

@@ -32,6 +32,7 @@
 #include "core/profiler.h"
 #include "cuda/cuda_api.h"
 #include "cuda/device.h"
+#include "cuda/gemm.h"
 #include "cuda/kernels.h"
 
 #define MT_CUBLAS_CHECK(expr)                                                                                          \
@@ -357,6 +358,41 @@ void matmul(const Tensor& a0, const Tensor& b0, const Tensor& bias, const Tensor
   MT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, opa, opb, m, n, k, &alpha, b.raw_data(), type, lda, sb, a.raw_data(),
                                              type, ldb, sa, &beta, out.raw_data(), type, ldc, sc, int(B), compute,
                                              CUBLAS_GEMM_DEFAULT));
+}
+
+cudaDataType_t gemm_type(DType t) {
+  switch (t) {
+    case DType::Float32:
+      return CUDA_R_32F;
+    case DType::Float16:
+      return CUDA_R_16F;
+    case DType::BFloat16:
+      return CUDA_R_16BF;
+    default:
+      MT_FAIL("gemm_batched", "expected fp32, fp16 or bf16, got ", dtype_name(t));
+  }
+}
+
+void gemm_batched(int device, const RowMajorGemm& g, const void* a, cudaDataType_t a_type, const void* b,
+                  cudaDataType_t b_type, void* c, cudaDataType_t c_type) {
+  if (g.batch == 0 || g.M == 0 || g.N == 0) return;
+  const ColumnMajorGemm cm = column_major(g);
+  for (int64_t v : {cm.m, cm.n, cm.k, cm.lda, cm.ldb, cm.ldc, cm.batch}) check_int(v, "gemm_batched dimension");
+  auto at = [](const void* base, cudaDataType_t t, int64_t offset) {
+    return static_cast<const char*>(base) + offset * (t == CUDA_R_32F ? 4 : 2);
+  };
+  DeviceGuard guard(device);
+  const cudaStream_t stream = current_stream(device);
+  cublasHandle_t h = blas_handle(device, stream);
+  const cublasComputeType_t compute =
+      a_type == CUDA_R_32F && allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const float beta = 0.0f;
+  // cuBLAS's A is our b, its B our a (core/gemm_args.h).
+  MT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+      h, cm.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, cm.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, int(cm.m), int(cm.n),
+      int(cm.k), &g.alpha, at(b, b_type, g.b.offset), b_type, int(cm.lda), cm.stride_a, at(a, a_type, g.a.offset),
+      a_type, int(cm.ldb), cm.stride_b, &beta, const_cast<char*>(at(c, c_type, g.c_offset)), c_type, int(cm.ldc),
+      cm.stride_c, int(cm.batch), compute, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace mantissa::cuda

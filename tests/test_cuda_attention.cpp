@@ -1,11 +1,14 @@
 // The CUDA attention and tril/triu kernels against the CPU ones: forward and every gradient
-// for fp32 and fp16, causal, masked, with dropout (the Philox mask is the same on both
-// devices) and a GPT training step. Skipped without a GPU.
+// for fp32, fp16 and bf16, causal, masked, with dropout (the Philox mask is the same on both
+// devices) and a GPT training step, on both GPU paths (batched GEMMs through score buffers,
+// in one round and in chunks, and the memory-lean row kernels). Skipped without a GPU.
 #include <gtest/gtest.h>
 #include <mantissa.h>
 
 #include <cmath>
 
+#include "core/attention_plan.h"
+#include "cuda/cuda_api.h"
 #include "gpu_test.h"
 
 namespace mt = mantissa;
@@ -38,6 +41,15 @@ AttentionRun attention_on(mt::Device dev, mt::DType dt, const std::vector<mt::Te
   return {y, in[0].grad(), in[1].grad(), in[2].grad()};
 }
 
+// Sets the attention score budget for a scope (core/attention_plan.h).
+struct ScoreMemory {
+  explicit ScoreMemory(int64_t bytes) : saved(mt::cuda::attention_score_memory()) {
+    mt::cuda::set_attention_score_memory(bytes);
+  }
+  ~ScoreMemory() { mt::cuda::set_attention_score_memory(saved); }
+  int64_t saved;
+};
+
 }  // namespace
 
 TEST(CudaAttention, MatchesCpu) {
@@ -47,19 +59,51 @@ TEST(CudaAttention, MatchesCpu) {
   mt::Tensor gy = mt::randn({2, 3, 70, 8});
   mt::Tensor pad = mt::ones({2, 1, 1, 90}, {.dtype = mt::kBool});
   pad.narrow(3, 80, 10).fill_(0);
-  for (mt::DType dt : {mt::kFloat32, mt::kHalf}) {
-    const double tol = dt == mt::kFloat32 ? 1e-4 : 2e-2;
-    for (const mt::AttentionOptions& o :
-         {mt::AttentionOptions{}, mt::AttentionOptions{.is_causal = true}, mt::AttentionOptions{.attn_mask = pad},
-          mt::AttentionOptions{.is_causal = true, .dropout_p = 0.2}}) {
-      AttentionRun cpu = attention_on(mt::Device::cpu(), dt, qkv, gy, o, 5),
-                   gpu = attention_on(kGpu, dt, qkv, gy, o, 5);
-      EXPECT_LT(max_abs_diff(cpu.y, gpu.y), tol) << mt::dtype_name(dt) << " causal " << o.is_causal;
-      EXPECT_LT(max_abs_diff(cpu.gq, gpu.gq), tol);
-      EXPECT_LT(max_abs_diff(cpu.gk, gpu.gk), tol);
-      EXPECT_LT(max_abs_diff(cpu.gv, gpu.gv), tol);
+  // GEMMs in one round, GEMMs two problems at a time (of 6: dropout and lse offsets per
+  // round), the row kernels.
+  const int64_t per_problem = mantissa::attention_plan::score_bytes_per_problem(70, 90, 4);
+  for (int64_t budget : {mantissa::attention_plan::kRecommendedScoreMemory, per_problem * 5 / 2, int64_t(0)})
+    for (mt::DType dt : {mt::kFloat32, mt::kHalf, mt::kBFloat16}) {
+      ScoreMemory scoped(budget);
+      const double tol = dt == mt::kFloat32 ? 1e-4 : (dt == mt::kHalf ? 2e-2 : 8e-2);
+      for (const mt::AttentionOptions& o :
+           {mt::AttentionOptions{}, mt::AttentionOptions{.is_causal = true}, mt::AttentionOptions{.attn_mask = pad},
+            mt::AttentionOptions{.is_causal = true, .dropout_p = 0.2}}) {
+        AttentionRun cpu = attention_on(mt::Device::cpu(), dt, qkv, gy, o, 5),
+                     gpu = attention_on(kGpu, dt, qkv, gy, o, 5);
+        const std::string what = std::string(mt::dtype_name(dt)) + " budget " + std::to_string(budget) + " causal " +
+                                 std::to_string(o.is_causal) + " dropout " + std::to_string(o.dropout_p);
+        EXPECT_LT(max_abs_diff(cpu.y, gpu.y), tol) << what;
+        EXPECT_LT(max_abs_diff(cpu.gq, gpu.gq), tol) << what;
+        EXPECT_LT(max_abs_diff(cpu.gk, gpu.gk), tol) << what;
+        EXPECT_LT(max_abs_diff(cpu.gv, gpu.gv), tol) << what;
+      }
     }
+}
+
+// GPT-sized problems (128 x 128, head dim 32, causal, dropout) in bf16: the GEMM path against
+// the row kernels on the same GPU.
+TEST(CudaAttention, GemmPathMatchesRowKernels) {
+  REQUIRE_GPU();
+  mt::manual_seed(2);
+  std::vector<mt::Tensor> qkv{mt::randn({4, 4, 128, 32}), mt::randn({4, 4, 128, 32}), mt::randn({4, 4, 128, 32})};
+  mt::Tensor gy = mt::randn({4, 4, 128, 32});
+  const mt::AttentionOptions o{.is_causal = true, .dropout_p = 0.1};
+  for (mt::DType dt : {mt::kFloat32, mt::kBFloat16}) {
+    AttentionRun gemm = attention_on(kGpu, dt, qkv, gy, o, 9);
+    ScoreMemory rows(0);
+    AttentionRun lean = attention_on(kGpu, dt, qkv, gy, o, 9);
+    const double tol = dt == mt::kFloat32 ? 1e-4 : 8e-2;
+    EXPECT_LT(max_abs_diff(gemm.y, lean.y), tol) << mt::dtype_name(dt);
+    EXPECT_LT(max_abs_diff(gemm.gq, lean.gq), tol) << mt::dtype_name(dt);
+    EXPECT_LT(max_abs_diff(gemm.gk, lean.gk), tol) << mt::dtype_name(dt);
+    EXPECT_LT(max_abs_diff(gemm.gv, lean.gv), tol) << mt::dtype_name(dt);
   }
+}
+
+TEST(CudaAttention, ScoreMemoryRefusesANegativeBudget) {
+  REQUIRE_GPU();
+  EXPECT_THROW(mt::cuda::set_attention_score_memory(-1), mt::Error);
 }
 
 TEST(CudaAttention, TriangleMatchesCpu) {

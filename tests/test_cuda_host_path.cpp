@@ -181,16 +181,27 @@ TEST(CudaLarge, MoreThan2Pow31HalfElements) {
   REQUIRE_GPU();
   if (mt::cuda::total_memory(0) < (size_t(24) << 30)) GTEST_SKIP() << "needs 24 GiB of GPU memory";
   const int64_t rows = 2, cols = (int64_t(1) << 30) + 3;  // 2^31 + 6 elements
-  mt::Tensor x = mt::full({rows, cols}, 0.5, {.dtype = mt::kHalf, .device = kGpu});
+  // Zeros with the last two columns at 20: the tail, past element 2^31 in row 1, holds each
+  // row's maximum and most of its softmax mass, so an index that wraps at 2^31 shows. (With
+  // equal values every softmax output, 1 / 2^30, is below fp16's smallest subnormal: zeros.)
+  mt::Tensor x = mt::zeros({rows, cols}, {.dtype = mt::kHalf, .device = kGpu});
+  x.narrow(1, cols - 2, 2).fill_(20.0);
   mt::Tensor y = x + x;
-  EXPECT_EQ(y.narrow(1, cols - 1, 1).to(kCpu).to(mt::kFloat32).sum().item<float>(), 2.0f);
-  EXPECT_NEAR(mt::sum(x.to(mt::kFloat32)).item<double>(), 0.5 * double(rows * cols), 1e3);
+  EXPECT_EQ(y.narrow(1, cols - 1, 1).to(kCpu).to(mt::kFloat32).sum().item<float>(), 80.0f);
+  EXPECT_EQ(mt::sum(x.to(mt::kFloat32)).item<double>(), 80.0);
+  // Each row: two terms exp(0) after the max shift and cols - 2 terms exp(-20).
+  const double tail_p = 1.0 / (2.0 + double(cols - 2) * std::exp(-20.0));  // about 0.24
   mt::Tensor p = mt::softmax(x, 1);
-  EXPECT_NEAR(p.narrow(1, cols - 2, 2).to(kCpu).to(mt::kFloat64).sum().item<double>(), 2 * 2.0 / double(cols), 1e-9);
+  EXPECT_NEAR(p.narrow(1, cols - 2, 2).to(kCpu).to(mt::kFloat64).sum().item<double>(), 4 * tail_p,
+              4 * tail_p * 1e-3);  // fp16 outputs (2^-11 relative each), fp32 sums
+  // Row 0's target is a zero, row 1's a 20: the mean of (lse - 0, lse - 20), about 11.4; the
+  // fp16 loss is within half an ulp (2^-8 between 8 and 16) of it.
+  const double lse = 20.0 + std::log(2.0 + double(cols - 2) * std::exp(-20.0));
   mt::Tensor loss = F::cross_entropy(x, mt::from_vector<int64_t>({0, cols - 1}).to(kGpu));
-  EXPECT_NEAR(loss.item<double>(), std::log(double(cols)), 1e-3);
+  EXPECT_NEAR(loss.item<double>(), lse - 10.0, 0.005);
   mt::Tensor xt = x.t();  // [cols, 2], strided
-  EXPECT_EQ(xt.narrow(0, cols - 1, 1).contiguous().to(kCpu).to(mt::kFloat32).sum().item<float>(), 1.0f);
+  EXPECT_EQ(xt.narrow(0, cols - 1, 1).contiguous().to(kCpu).to(mt::kFloat32).sum().item<float>(), 40.0f);
+  EXPECT_EQ(xt.narrow(0, 0, 1).contiguous().to(kCpu).to(mt::kFloat32).sum().item<float>(), 0.0f);
 }
 
 TEST(CudaStickyError, OutOfRangeIndexRaisesAtTheNextHostRead) {

@@ -9,6 +9,7 @@ torch's generator, so the two runs share the scheme, not the exact numbers.
 
   /usr/bin/python3 tools/train_gpt_torch.py --steps 300 --eval-every 50 [--amp bf16] [--threads 2]
   /usr/bin/python3 tools/train_gpt_torch.py --bench 10     # median time of one training step
+  python3 tools/train_gpt_torch.py --device cuda --amp fp16 --steps 300   # on a GPU (fp16: with a GradScaler)
 """
 import argparse
 import math
@@ -78,10 +79,14 @@ def main():
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--eval-batches", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--amp", choices=["off", "bf16"], default="off")
+    ap.add_argument("--amp", choices=["off", "bf16", "fp16"], default="off", help="fp16: CUDA only, with loss scaling")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--bench", type=int, default=0, help="time this many training steps and print the median")
     a = ap.parse_args()
+    device = torch.device(a.device)
+    if a.amp == "fp16" and device.type != "cuda":
+        ap.error("--amp fp16 needs --device cuda (torch's CPU autocast is bf16)")
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
 
@@ -96,7 +101,7 @@ def main():
     train, val = ids[: len(ids) - n_val], ids[len(ids) - n_val:]
     V = len(vocab)
 
-    model = GPT(V, a.context, a.layers, a.heads, a.d_model)
+    model = GPT(V, a.context, a.layers, a.heads, a.d_model).to(device)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     rest = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay}, {"params": rest, "weight_decay": 0.0}],
@@ -110,21 +115,26 @@ def main():
         return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * p))
 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor)
-    amp = a.amp == "bf16"
+    amp = a.amp != "off"
+    amp_dtype = torch.float16 if a.amp == "fp16" else torch.bfloat16
+    scaler = torch.cuda.amp.GradScaler(enabled=a.amp == "fp16")
 
     def step_fn(step):
         if a.bench:
             x, y = torch.randint(0, V, (a.batch_size, a.context)), torch.randint(0, V, (a.batch_size, a.context))
         else:
             x, y = train_batch(train, a.batch_size, a.context, a.seed, step)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+        x, y = x.to(device), y.to(device)
+        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp):
             logits = model(x)
         loss = F.cross_entropy(logits.float().reshape(-1, V), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
         if a.clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
-        opt.step()
+        scaler.step(opt)
+        scaler.update()
         sched.step()
         return loss.item()
 
@@ -144,7 +154,8 @@ def main():
             total_loss = 0.0
             for i in range(a.eval_batches):
                 x, y = val_batch(val, a.batch_size, a.context, i, a.eval_batches)
-                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+                x, y = x.to(device), y.to(device)
+                with torch.autocast(device.type, dtype=amp_dtype, enabled=amp):
                     logits = model(x)
                 total_loss += F.cross_entropy(logits.float().reshape(-1, V), y.reshape(-1)).item()
         model.train()
@@ -156,7 +167,7 @@ def main():
         loss = step_fn(step)
         done = step + 1
         if (a.eval_every > 0 and done % a.eval_every == 0) or done == a.steps:
-            print("step %d: train loss %.4f, validation loss %.4f nats/char (%.0f s)" %
+            print("step %d: train loss %.4f, validation loss %.4f nats/char (%.1f s)" %
                   (done, loss, evaluate(), time.time() - t0), flush=True)
 
 
