@@ -61,10 +61,10 @@ inline Gemm gemm(int64_t n, int64_t M, int64_t N, int64_t K, float alpha, Buffer
 // [1] out = P v.
 inline std::array<Gemm, 2> forward_gemms(int64_t L, int64_t S, int64_t E, int64_t Ev, int64_t g0, int64_t n) {
   using detail::gemm, detail::matrices;
-  return {gemm(n, L, S, E, 1, Buffer::Q, matrices(g0, L, E, false), Buffer::K, matrices(g0, S, E, true),
-               Buffer::Scores, 0),
-          gemm(n, L, Ev, S, 1, Buffer::P, matrices(0, L, S, false), Buffer::V, matrices(g0, S, Ev, false), Buffer::Out,
-               g0)};
+  return {
+      gemm(n, L, S, E, 1, Buffer::Q, matrices(g0, L, E, false), Buffer::K, matrices(g0, S, E, true), Buffer::Scores, 0),
+      gemm(n, L, Ev, S, 1, Buffer::P, matrices(0, L, S, false), Buffer::V, matrices(g0, S, Ev, false), Buffer::Out,
+           g0)};
 }
 
 // Round [g0, g0 + n) of the backward: [0] Scores = q k^T and [1] GradP = gout v^T, then the
@@ -73,16 +73,16 @@ inline std::array<Gemm, 2> forward_gemms(int64_t L, int64_t S, int64_t E, int64_
 inline std::array<Gemm, 5> backward_gemms(int64_t L, int64_t S, int64_t E, int64_t Ev, float scale, int64_t g0,
                                           int64_t n) {
   using detail::gemm, detail::matrices;
-  return {gemm(n, L, S, E, 1, Buffer::Q, matrices(g0, L, E, false), Buffer::K, matrices(g0, S, E, true),
-               Buffer::Scores, 0),
-          gemm(n, L, S, Ev, 1, Buffer::Gout, matrices(g0, L, Ev, false), Buffer::V, matrices(g0, S, Ev, true),
-               Buffer::GradP, 0),
-          gemm(n, S, Ev, L, 1, Buffer::P, matrices(0, L, S, true), Buffer::Gout, matrices(g0, L, Ev, false),
-               Buffer::GradV, g0),
-          gemm(n, L, E, S, scale, Buffer::GradS, matrices(0, L, S, false), Buffer::K, matrices(g0, S, E, false),
-               Buffer::GradQ, g0),
-          gemm(n, S, E, L, scale, Buffer::GradS, matrices(0, L, S, true), Buffer::Q, matrices(g0, L, E, false),
-               Buffer::GradK, g0)};
+  return {
+      gemm(n, L, S, E, 1, Buffer::Q, matrices(g0, L, E, false), Buffer::K, matrices(g0, S, E, true), Buffer::Scores, 0),
+      gemm(n, L, S, Ev, 1, Buffer::Gout, matrices(g0, L, Ev, false), Buffer::V, matrices(g0, S, Ev, true),
+           Buffer::GradP, 0),
+      gemm(n, S, Ev, L, 1, Buffer::P, matrices(0, L, S, true), Buffer::Gout, matrices(g0, L, Ev, false), Buffer::GradV,
+           g0),
+      gemm(n, L, E, S, scale, Buffer::GradS, matrices(0, L, S, false), Buffer::K, matrices(g0, S, E, false),
+           Buffer::GradQ, g0),
+      gemm(n, S, E, L, scale, Buffer::GradS, matrices(0, L, S, true), Buffer::Q, matrices(g0, L, E, false),
+           Buffer::GradK, g0)};
 }
 
 }  // namespace mantissa::attention_plan

@@ -112,13 +112,25 @@ struct Buffers {
   void set(attention_plan::Buffer b, const Tensor& t) {
     if (!t.defined()) return;
     data[size_t(b)] = t.raw_data();
-    type[size_t(b)] = gemm_type(t.dtype());
+    type[size_t(b)] = gemm_type(t.dtype(), "scaled_dot_product_attention");
   }
   void run(int dev, const attention_plan::Gemm& g) const {
     const size_t a = size_t(g.a), b = size_t(g.b), c = size_t(g.c);
     gemm_batched(dev, g.gemm, data[a], type[a], data[b], type[b], data[c], type[c]);
   }
 };
+
+// f.template operator()<T>() on q's device for the GEMM path's dtypes (fp32, fp16, bf16).
+template <typename F>
+void dispatch_gemm_path(const Tensor& q, F&& f) {
+  DeviceGuard guard(q.device().index);
+  dispatch_floating(q.dtype(), "scaled_dot_product_attention", [&]<typename T>() {
+    if constexpr (std::is_same_v<acc_t<T>, float>)
+      f.template operator()<T>();
+    else
+      MT_FAIL("scaled_dot_product_attention", "the GEMM path takes fp32, fp16 and bf16, got ", dtype_name(q.dtype()));
+  });
+}
 
 }  // namespace
 
@@ -138,35 +150,34 @@ int64_t attention_score_memory() {
 
 int64_t attention_gemm_chunk(const AttentionGeometry& g, DType dtype) {
   return attention_plan::gemm_chunk(g.B * g.H, g.L, g.S, g.E, g.Ev, int64_t(element_size(dtype)),
-                                  attention_score_memory());
+                                    attention_score_memory());
 }
 
 void attention_forward_gemm(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Tensor& out,
                             const Tensor& lse, const AttentionGeometry& g, int64_t chunk) {
   using attention_plan::Buffer;
   const int dev = q.device().index;
-  DeviceGuard guard(dev);
   const int64_t G = g.B * g.H, L = g.L, S = g.S, E = g.E, Ev = g.Ev;
-  dispatch_floating(q.dtype(), "scaled_dot_product_attention", [&]<typename T>() {
-    if constexpr (std::is_same_v<acc_t<T>, float>) {
-      const Attn<float> a = device_geometry<T>(g, mask);
-      Tensor scores = make_tensor({chunk, L, S}, DType::Float32, q.device());
-      Tensor p = make_tensor({chunk, L, S}, q.dtype(), q.device());
-      Buffers buf;
-      for (auto [name, t] : {std::pair{Buffer::Q, q}, {Buffer::K, k}, {Buffer::V, v}, {Buffer::Out, out},
-                             {Buffer::Scores, scores}, {Buffer::P, p}})
-        buf.set(name, t);
-      for (int64_t g0 = 0; g0 < G; g0 += chunk) {
-        const int64_t n = std::min(chunk, G - g0);
-        const auto gemms = attention_plan::forward_gemms(L, S, E, Ev, g0, n);
-        buf.run(dev, gemms[0]);
-        softmax_rows_kernel<T><<<row_grid(n * L, dev), kRowBlock, 0, current_stream(dev)>>>(
-            a, g0, n * L, dptr<const float>(scores), dptr<T>(p), dptr<float>(lse));
-        MT_CUDA_CHECK_LAUNCH();
-        buf.run(dev, gemms[1]);
-      }
-    } else {
-      MT_FAIL("scaled_dot_product_attention", "the GEMM path takes fp32, fp16 and bf16, got ", dtype_name(q.dtype()));
+  dispatch_gemm_path(q, [&]<typename T>() {
+    const Attn<float> a = device_geometry<T>(g, mask);
+    Tensor scores = make_tensor({chunk, L, S}, DType::Float32, q.device());
+    Tensor p = make_tensor({chunk, L, S}, q.dtype(), q.device());
+    Buffers buf;
+    for (auto [name, t] : {std::pair{Buffer::Q, q},
+                           {Buffer::K, k},
+                           {Buffer::V, v},
+                           {Buffer::Out, out},
+                           {Buffer::Scores, scores},
+                           {Buffer::P, p}})
+      buf.set(name, t);
+    for (int64_t g0 = 0; g0 < G; g0 += chunk) {
+      const int64_t n = std::min(chunk, G - g0);
+      const auto gemms = attention_plan::forward_gemms(L, S, E, Ev, g0, n);
+      buf.run(dev, gemms[0]);
+      softmax_rows_kernel<T><<<row_grid(n * L, dev), kRowBlock, 0, current_stream(dev)>>>(
+          a, g0, n * L, dptr<const float>(scores), dptr<T>(p), dptr<float>(lse));
+      MT_CUDA_CHECK_LAUNCH();
+      buf.run(dev, gemms[1]);
     }
   });
 }
@@ -177,35 +188,38 @@ void attention_backward_gemm(const Tensor& gout, const Tensor& q, const Tensor& 
   using attention_plan::Buffer;
   if (!gq.defined() && !gk.defined() && !gv.defined()) return;
   const int dev = q.device().index;
-  DeviceGuard guard(dev);
   const int64_t G = g.B * g.H, L = g.L, S = g.S, E = g.E, Ev = g.Ev;
-  dispatch_floating(q.dtype(), "scaled_dot_product_attention", [&]<typename T>() {
-    if constexpr (std::is_same_v<acc_t<T>, float>) {
-      const Attn<float> a = device_geometry<T>(g, mask);
-      Tensor scores = make_tensor({chunk, L, S}, DType::Float32, q.device());
-      Tensor grad_p = make_tensor({chunk, L, S}, DType::Float32, q.device());
-      Tensor p = make_tensor({chunk, L, S}, q.dtype(), q.device());
-      Tensor grad_s = make_tensor({chunk, L, S}, q.dtype(), q.device());
-      Buffers buf;
-      for (auto [name, t] : {std::pair{Buffer::Q, q}, {Buffer::K, k}, {Buffer::V, v}, {Buffer::Gout, gout},
-                             {Buffer::GradQ, gq}, {Buffer::GradK, gk}, {Buffer::GradV, gv}, {Buffer::Scores, scores},
-                             {Buffer::GradP, grad_p}, {Buffer::P, p}, {Buffer::GradS, grad_s}})
-        buf.set(name, t);
-      for (int64_t g0 = 0; g0 < G; g0 += chunk) {
-        const int64_t n = std::min(chunk, G - g0);
-        const auto gemms = attention_plan::backward_gemms(L, S, E, Ev, float(g.scale), g0, n);
-        buf.run(dev, gemms[0]);
-        buf.run(dev, gemms[1]);
-        softmax_backward_rows_kernel<T><<<row_grid(n * L, dev), kRowBlock, 0, current_stream(dev)>>>(
-            a, g0, n * L, dptr<const float>(scores), dptr<const float>(grad_p), dptr<const float>(lse), dptr<T>(p),
-            dptr<T>(grad_s));
-        MT_CUDA_CHECK_LAUNCH();
-        if (gv.defined()) buf.run(dev, gemms[2]);
-        if (gq.defined()) buf.run(dev, gemms[3]);
-        if (gk.defined()) buf.run(dev, gemms[4]);
-      }
-    } else {
-      MT_FAIL("scaled_dot_product_attention", "the GEMM path takes fp32, fp16 and bf16, got ", dtype_name(q.dtype()));
+  dispatch_gemm_path(q, [&]<typename T>() {
+    const Attn<float> a = device_geometry<T>(g, mask);
+    Tensor scores = make_tensor({chunk, L, S}, DType::Float32, q.device());
+    Tensor grad_p = make_tensor({chunk, L, S}, DType::Float32, q.device());
+    Tensor p = make_tensor({chunk, L, S}, q.dtype(), q.device());
+    Tensor grad_s = make_tensor({chunk, L, S}, q.dtype(), q.device());
+    Buffers buf;
+    for (auto [name, t] : {std::pair{Buffer::Q, q},
+                           {Buffer::K, k},
+                           {Buffer::V, v},
+                           {Buffer::Gout, gout},
+                           {Buffer::GradQ, gq},
+                           {Buffer::GradK, gk},
+                           {Buffer::GradV, gv},
+                           {Buffer::Scores, scores},
+                           {Buffer::GradP, grad_p},
+                           {Buffer::P, p},
+                           {Buffer::GradS, grad_s}})
+      buf.set(name, t);
+    for (int64_t g0 = 0; g0 < G; g0 += chunk) {
+      const int64_t n = std::min(chunk, G - g0);
+      const auto gemms = attention_plan::backward_gemms(L, S, E, Ev, float(g.scale), g0, n);
+      buf.run(dev, gemms[0]);
+      buf.run(dev, gemms[1]);
+      softmax_backward_rows_kernel<T><<<row_grid(n * L, dev), kRowBlock, 0, current_stream(dev)>>>(
+          a, g0, n * L, dptr<const float>(scores), dptr<const float>(grad_p), dptr<const float>(lse), dptr<T>(p),
+          dptr<T>(grad_s));
+      MT_CUDA_CHECK_LAUNCH();
+      if (gv.defined()) buf.run(dev, gemms[2]);
+      if (gq.defined()) buf.run(dev, gemms[3]);
+      if (gk.defined()) buf.run(dev, gemms[4]);
     }
   });
 }

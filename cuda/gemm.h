@@ -9,8 +9,8 @@
 
 namespace mantissa::cuda {
 
-// CUDA_R_32F / 16F / 16BF for Float32 / Float16 / BFloat16 (others throw).
-cudaDataType_t gemm_type(DType t);
+// CUDA_R_32F / 16F / 16BF for Float32 / Float16 / BFloat16 (others throw, naming op).
+cudaDataType_t gemm_type(DType t, const char* op);
 
 // g on the buffers a, b, c (their offsets in elements of each buffer's type); fp32
 // accumulation (CUBLAS_COMPUTE_32F; TF32 for fp32 inputs only after set_allow_tf32(true)), on

@@ -15,6 +15,9 @@
 // once, without first broadcasting it into C (a full write of the output). Where cuBLASLt has
 // no algorithm for the case, or MANTISSA_CUBLASLT=0, the bias is broadcast into C and the GEMM
 // runs with beta = 1, which rounds the same way.
+//
+// gemm_batched (cuda/gemm.h) is the raw-buffer form for cuda/'s own compositions (attention's
+// GEMM path), with the mapping of core/gemm_args.h.
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
@@ -319,22 +322,9 @@ void matmul(const Tensor& a0, const Tensor& b0, const Tensor& bias, const Tensor
                                               static_cast<double*>(out.raw_data()), ldc, sc, int(B)));
     return;
   }
-  cudaDataType_t type;
-  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
-  switch (out.dtype()) {
-    case DType::Float32:
-      type = CUDA_R_32F;
-      if (allow_tf32()) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
-      break;
-    case DType::Float16:
-      type = CUDA_R_16F;
-      break;
-    case DType::BFloat16:
-      type = CUDA_R_16BF;
-      break;
-    default:
-      MT_FAIL("matmul", "expected a floating-point tensor, got ", dtype_name(out.dtype()));
-  }
+  const cudaDataType_t type = gemm_type(out.dtype(), "matmul");
+  const cublasComputeType_t compute =
+      type == CUDA_R_32F && allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   if (bias.defined() && B == 1 && cublaslt_enabled()) {
     const LtKey key{.dev = dev,
                     .type = type,
@@ -360,7 +350,7 @@ void matmul(const Tensor& a0, const Tensor& b0, const Tensor& bias, const Tensor
                                              CUBLAS_GEMM_DEFAULT));
 }
 
-cudaDataType_t gemm_type(DType t) {
+cudaDataType_t gemm_type(DType t, const char* op) {
   switch (t) {
     case DType::Float32:
       return CUDA_R_32F;
@@ -369,7 +359,7 @@ cudaDataType_t gemm_type(DType t) {
     case DType::BFloat16:
       return CUDA_R_16BF;
     default:
-      MT_FAIL("gemm_batched", "expected fp32, fp16 or bf16, got ", dtype_name(t));
+      MT_FAIL(op, "expected fp32, fp16 or bf16, got ", dtype_name(t));
   }
 }
 
