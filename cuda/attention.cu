@@ -44,7 +44,7 @@ __global__ void attention_forward_kernel(Attn<acc_t<T>> a, const T* q, const T* 
   // Pass 1: the row's max and sum of exponentials (online per thread, then combined).
   A m = -INFINITY, l = 0;
   for (int64_t j = threadIdx.x; j < nk; j += blockDim.x) {
-    const A s = a.score(p, i, j, qs, kp + j * a.E);
+    const A s = score(a, p, i, j, qs, kp + j * a.E);
     if (s > m) {
       l = (m == -INFINITY ? A(0) : l * exp(m - s)) + 1;
       m = s;
@@ -61,7 +61,7 @@ __global__ void attention_forward_kernel(Attn<acc_t<T>> a, const T* q, const T* 
   for (int64_t j0 = 0; j0 < nk; j0 += kThreads) {
     const int64_t j = j0 + threadIdx.x;
     A pj = 0;
-    if (j < nk) pj = a.prob(a.score(p, i, j, qs, kp + j * a.E), row_lse) * a.drop(p, i, j);
+    if (j < nk) pj = a.prob(score(a, p, i, j, qs, kp + j * a.E), row_lse) * a.drop(p, i, j);
     ps[threadIdx.x] = cast_to<A>(cast_to<T>(pj));  // P enters the second product in T
     __syncthreads();
     const int64_t n = min(int64_t(kThreads), nk - j0);
@@ -105,14 +105,14 @@ __global__ void attention_backward_q_kernel(Attn<acc_t<T>> a, const T* gout, con
   };
   A partial = 0;
   for (int64_t j = threadIdx.x; j < nk; j += blockDim.x)
-    partial += a.prob(a.score(p, i, j, qs, kp + j * a.E), row_lse) * grad_p(j);
+    partial += a.prob(score(a, p, i, j, qs, kp + j * a.E), row_lse) * grad_p(j);
   const A d = nn::block_sum(partial);
   if (threadIdx.x == 0) D[row] = d;
   A acc[kMaxPerThread] = {};
   for (int64_t j0 = 0; j0 < nk; j0 += kThreads) {
     const int64_t j = j0 + threadIdx.x;
     A dsj = 0;
-    if (j < nk) dsj = a.prob(a.score(p, i, j, qs, kp + j * a.E), row_lse) * (grad_p(j) - d);
+    if (j < nk) dsj = a.prob(score(a, p, i, j, qs, kp + j * a.E), row_lse) * (grad_p(j) - d);
     ds[threadIdx.x] = dsj;
     __syncthreads();
     const int64_t n = min(int64_t(kThreads), nk - j0);

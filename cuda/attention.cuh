@@ -1,48 +1,24 @@
 // What cuda/attention.cu's row kernels and cuda/attention_gemm.cu's GEMM path share: the
-// geometry in device form (scores, mask, dropout, probabilities) and the GEMM path's entry
-// points (chosen by core/attention_plan.h).
+// geometry in device form (core/attention_rows.h: scores, mask, dropout, probabilities) and
+// the GEMM path's entry points (chosen by core/attention_plan.h).
 #pragma once
+#include "core/attention_rows.h"
 #include "core/nn_kernels.h"
-#include "core/philox.h"
 #include "cuda/loops.cuh"
 
 namespace mantissa::cuda {
 
-// The parts of AttentionGeometry a device function reads, in device-friendly form.
+// The parts of AttentionGeometry a kernel reads (core/attention_rows.h).
 template <typename A>
-struct Attn {
-  int64_t H, L, S, E, Ev;
-  A scale;
-  bool causal;
-  float keep_prob;  // 1 - dropout_p
-  A keep_scale;     // 1 / (1 - dropout_p)
-  uint64_t seed;
-  const A* mask;  // null: none
-  int64_t ms0, ms1, ms2, ms3;
+using Attn = attention_rows::Scores<A>;
 
-  // The masked, scaled score of query i and key j of problem p (q row qr and k row kr given).
-  template <typename T>
-  __device__ A score(int64_t p, int64_t i, int64_t j, const A* qr, const T* kr) const {
-    A s = 0;
-    for (int64_t e = 0; e < E; ++e) s += qr[e] * cast_to<A>(kr[e]);
-    return masked(p, i, j, s);
-  }
-  // The score of query i and key j of problem p from their dot product: scaled, mask added.
-  __device__ A masked(int64_t p, int64_t i, int64_t j, A dot) const {
-    A s = dot * scale;
-    if (mask) s += mask[(p / H) * ms0 + (p % H) * ms1 + i * ms2 + j * ms3];
-    return s;
-  }
-  // Keys [0, visible(i)) are seen by query i.
-  __device__ int64_t visible(int64_t i) const { return causal ? min(S, i + 1) : S; }
-  // The dropout factor of P[p, i, j]: 0 or 1 / (1 - p).
-  __device__ A drop(int64_t p, int64_t i, int64_t j) const {
-    if (keep_prob >= 1.0f) return A(1);
-    return math::DropoutKeep{seed, keep_prob}(uint64_t((p * L + i) * S + j)) ? keep_scale : A(0);
-  }
-  // exp(s - lse), 0 for a fully masked row.
-  __device__ A prob(A s, A lse) const { return isinf(lse) ? A(0) : exp(s - lse); }
-};
+// The masked, scaled score of query i and key j of problem p (q row qr and k row kr given).
+template <typename A, typename T>
+__device__ A score(const Attn<A>& a, int64_t p, int64_t i, int64_t j, const A* qr, const T* kr) {
+  A s = 0;
+  for (int64_t e = 0; e < a.E; ++e) s += qr[e] * cast_to<A>(kr[e]);
+  return a.masked(p, i, j, s);
+}
 
 template <typename T>
 Attn<acc_t<T>> device_geometry(const AttentionGeometry& g, const Tensor& mask) {

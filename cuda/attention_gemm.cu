@@ -50,58 +50,46 @@ unsigned row_grid(int64_t rows, int dev) {
   return unsigned(std::max<int64_t>(1, std::min((rows + 3) / 4, cap)));
 }
 
-// Rows r of the round (problem p0 + r / L, query r % L): the probabilities in T and lse.
+// All-reductions over a warp (the team of core/attention_rows.h's row steps).
+struct WarpMax {
+  __device__ float operator()(float v) const { return warp_allreduce(MaxValueOp<float>{}, v); }
+};
+struct WarpSum {
+  __device__ float operator()(float v) const { return warp_allreduce(SumOp<float>{}, v); }
+};
+
+// A warp per row r of the round (problem p0 + r / L, query r % L): dropout(P) in T and lse.
 // s32, pt: [rows, S].
 template <typename T>
 __global__ void softmax_rows_kernel(Attn<float> a, int64_t p0, int64_t rows, const float* s32, T* pt, float* lse) {
   const int lane = int(threadIdx.x % 32);
   for (int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; r < rows;
        r += int64_t(gridDim.x) * blockDim.x / 32) {
-    const int64_t p = p0 + r / a.L, i = r % a.L, nk = a.visible(i);
-    const float* sr = s32 + r * a.S;
-    float m = -INFINITY;
-    for (int64_t j = lane; j < nk; j += 32) m = fmaxf(m, a.masked(p, i, j, sr[j]));
-    m = warp_allreduce(MaxValueOp<float>{}, m);
-    float l = 0;
-    if (m != -INFINITY)
-      for (int64_t j = lane; j < nk; j += 32) {
-        const float s = a.masked(p, i, j, sr[j]);
-        if (s != -INFINITY) l += expf(s - m);
-      }
-    l = warp_allreduce(SumOp<float>{}, l);
-    const float row_lse = m == -INFINITY ? -INFINITY : m + logf(l);
-    if (lane == 0) lse[p * a.L + i] = row_lse;
+    const int64_t p = p0 + r / a.L, i = r % a.L;
     T* pr = pt + r * a.S;
-    for (int64_t j = lane; j < a.S; j += 32)
-      pr[j] = cast_to<T>(j < nk ? a.prob(a.masked(p, i, j, sr[j]), row_lse) * a.drop(p, i, j) : 0.0f);
+    const float row_lse = attention_rows::forward_row(
+        a, p, i, s32 + r * a.S, lane, 32, [&](int64_t j, float v) { pr[j] = cast_to<T>(v); }, WarpMax{}, WarpSum{});
+    if (lane == 0) lse[p * a.L + i] = row_lse;
   }
 }
 
-// Backward rows: from S32 and dP32 ([rows, S]) and lse, Pd = dropout(P) and dS = P (dP - D)
-// in T (keys a query does not see: 0).
+// A warp per backward row: from S32 and dP32 ([rows, S]) and lse, dropout(P) and dS in T.
 template <typename T>
 __global__ void softmax_backward_rows_kernel(Attn<float> a, int64_t p0, int64_t rows, const float* s32,
                                              const float* dp32, const float* lse, T* pd, T* ds) {
   const int lane = int(threadIdx.x % 32);
   for (int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; r < rows;
        r += int64_t(gridDim.x) * blockDim.x / 32) {
-    const int64_t p = p0 + r / a.L, i = r % a.L, nk = a.visible(i);
-    const float row_lse = lse[p * a.L + i];
-    const float* sr = s32 + r * a.S;
-    const float* dr = dp32 + r * a.S;
-    float d = 0;
-    for (int64_t j = lane; j < nk; j += 32) d += a.prob(a.masked(p, i, j, sr[j]), row_lse) * dr[j] * a.drop(p, i, j);
-    d = warp_allreduce(SumOp<float>{}, d);
-    for (int64_t j = lane; j < a.S; j += 32) {
-      float pdj = 0, dsj = 0;
-      if (j < nk) {
-        const float pij = a.prob(a.masked(p, i, j, sr[j]), row_lse), keep = a.drop(p, i, j);
-        pdj = pij * keep;
-        dsj = pij * (dr[j] * keep - d);
-      }
-      pd[r * a.S + j] = cast_to<T>(pdj);
-      ds[r * a.S + j] = cast_to<T>(dsj);
-    }
+    const int64_t p = p0 + r / a.L, i = r % a.L;
+    T* pdr = pd + r * a.S;
+    T* dsr = ds + r * a.S;
+    attention_rows::backward_row(
+        a, p, i, lse[p * a.L + i], s32 + r * a.S, dp32 + r * a.S, lane, 32,
+        [&](int64_t j, float pdj, float dsj) {
+          pdr[j] = cast_to<T>(pdj);
+          dsr[j] = cast_to<T>(dsj);
+        },
+        WarpSum{});
   }
 }
 

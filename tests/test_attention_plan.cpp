@@ -1,7 +1,9 @@
 // The CUDA attention's host half, checked on the CPU: the choice between batched GEMMs and
-// the row kernels and its chunks (core/attention_plan.h), and the GEMM schedule itself: each
+// the row kernels and its chunks (core/attention_plan.h); the GEMM schedule itself, each
 // GEMM's operands mapped to cuBLAS's column-major arguments (core/gemm_args.h) and run by a
-// column-major reference GEMM, round by round, must give attention and its gradients.
+// column-major reference GEMM, round by round, must give attention and its gradients; and the
+// row steps between the GEMMs (core/attention_rows.h, the kernels' own code run with a team
+// of one lane) against softmax, dropout and its backward written out.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "core/attention_plan.h"
+#include "core/attention_rows.h"
 
 namespace ap = mantissa::attention_plan;
 
@@ -182,4 +185,71 @@ TEST(AttentionPlan, GemmScheduleComputesAttention) {
   for (size_t x = 0; x < gv.size(); ++x) EXPECT_NEAR(buf[ap::Buffer::GradV][x], gv[x], 1e-12) << x;
   for (size_t x = 0; x < gq.size(); ++x) EXPECT_NEAR(buf[ap::Buffer::GradQ][x], gq[x], tol) << x;
   for (size_t x = 0; x < gk.size(); ++x) EXPECT_NEAR(buf[ap::Buffer::GradK][x], gk[x], tol) << x;
+}
+
+// Rows with a mask broadcast over heads (one row fully masked), causal visibility with more
+// keys than queries, dropout, and a NaN score.
+TEST(AttentionPlan, RowStepsMatchAttentionWrittenOut) {
+  const int64_t B = 2, H = 2, L = 5, S = 7, G = B * H;
+  std::mt19937 rng(7);
+  std::vector<float> mask(B * L * S);  // [B, 1, L, S]
+  for (float& m : mask) m = float(random_vector(1, rng)[0]);
+  for (int64_t j = 0; j < S; ++j) mask[(1 * L + 3) * S + j] = -INFINITY;  // batch 1, query 3: nothing visible
+  mask[(0 * L + 4) * S + 2] = -INFINITY;
+  const float keep = 0.75f;
+  const mantissa::attention_rows::Scores<float> a{H,        L,    S,           4,     4, 0.5f, true, keep,
+                                                  1 / keep, 1234, mask.data(), L * S, 0, S,    1};
+  auto identity = [](float v) { return v; };
+  for (int64_t p = 0; p < G; ++p)
+    for (int64_t i = 0; i < L; ++i) {
+      std::vector<float> dots(S), grad_dots(S);
+      for (int64_t j = 0; j < S; ++j) {
+        dots[j] = float(random_vector(1, rng)[0]);
+        grad_dots[j] = float(random_vector(1, rng)[0]);
+      }
+      const bool nan_row = p == 2 && i == 4;
+      if (nan_row) dots[1] = NAN;
+      // Written out in double.
+      const int64_t b = p / H, nk = std::min(S, i + 1);
+      std::vector<double> s(S, -INFINITY), P(S, 0.0), drop(S, 0.0);
+      double m = -INFINITY;
+      for (int64_t j = 0; j < nk; ++j) {
+        s[j] = double(dots[j]) * 0.5 + mask[(b * L + i) * S + j];
+        if (s[j] > m) m = s[j];
+        drop[j] = mantissa::math::DropoutKeep{1234, keep}(uint64_t((p * L + i) * S + j)) ? 1 / keep : 0.0;
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < nk; ++j)
+        if (s[j] != -INFINITY) sum += std::exp(s[j] - m);
+      const double lse = m == -INFINITY ? -INFINITY : m + std::log(sum);
+      for (int64_t j = 0; j < nk; ++j) P[j] = lse == -INFINITY ? 0 : std::exp(s[j] - lse);
+      double D = 0;
+      for (int64_t j = 0; j < nk; ++j) D += P[j] * grad_dots[j] * drop[j];
+
+      std::vector<float> pd(S, -1.0f), pd2(S, -1.0f), ds(S, -1.0f);
+      const float got_lse = mantissa::attention_rows::forward_row(
+          a, p, i, dots.data(), 0, 1, [&](int64_t j, float v) { pd[size_t(j)] = v; }, identity, identity);
+      mantissa::attention_rows::backward_row(
+          a, p, i, got_lse, dots.data(), grad_dots.data(), 0, 1,
+          [&](int64_t j, float x, float y) {
+            pd2[size_t(j)] = x;
+            ds[size_t(j)] = y;
+          },
+          identity);
+      const std::string where = "problem " + std::to_string(p) + " query " + std::to_string(i);
+      if (nan_row) {
+        EXPECT_TRUE(std::isnan(got_lse)) << where;
+        for (int64_t j = 0; j < nk; ++j) EXPECT_TRUE(std::isnan(pd[size_t(j)])) << where;
+        continue;
+      }
+      if (lse == -INFINITY)
+        EXPECT_EQ(got_lse, -INFINITY) << where;
+      else
+        EXPECT_NEAR(got_lse, lse, 1e-5) << where;
+      for (int64_t j = 0; j < S; ++j) {
+        EXPECT_NEAR(pd[size_t(j)], P[j] * drop[j], 1e-6) << where << " key " << j;
+        EXPECT_EQ(pd2[size_t(j)], pd[size_t(j)]) << where << " key " << j;
+        EXPECT_NEAR(ds[size_t(j)], P[j] * (grad_dots[j] * drop[j] - D), 1e-5) << where << " key " << j;
+      }
+    }
 }
