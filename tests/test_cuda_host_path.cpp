@@ -1,6 +1,7 @@
 // GPU checks of the host/device contracts of docs/cuda.md that the CPU tests cannot run
 // (tools/gpu-check.sh runs them; every case skips without a GPU): the fused step over a
-// parameter spanning many launches, no host synchronisation in an fp16 AMP GPT step, a
+// parameter spanning many launches, no host synchronisation in an fp16 AMP GPT step (also with
+// unscale_, clipping and attention on its GEMM path), a
 // tensor of more than 2^31 elements, the sticky index error, non_blocking uploads, a
 // pinned upload to another device, 200 forced overflows against the CPU row's scaler, and
 // CPU-vs-GPU for backward kernels.
@@ -85,8 +86,11 @@ TEST(CudaFusedStep, LargeParameterAfterManySmallOnesMatchesCpu) {
   }
 }
 
-TEST(CudaHostSync, NoSynchronisationInAnFp16AmpGptStep) {
-  REQUIRE_GPU();
+namespace {
+
+// Host synchronisations and device-to-host copies counted over three fp16 AMP GPT steps after
+// three warm-up ones; `clip`: the transformer example's loop (unscale_, clip_grad_norm_).
+mt::HostSyncCounts syncs_of_gpt_steps(bool clip) {
   mt::manual_seed(2);
   mt::nn::GPT gpt({.vocab_size = 512,
                    .context = 64,
@@ -107,6 +111,10 @@ TEST(CudaHostSync, NoSynchronisationInAnFp16AmpGptStep) {
       loss = F::cross_entropy(gpt(tokens).reshape({-1, 512}), targets.reshape({-1}));
     }
     scaler.backward(loss);
+    if (clip) {
+      scaler.unscale_(opt);
+      mt::optim::clip_grad_norm_(gpt.parameters(), 1.0);
+    }
     scaler.step(opt);
     scaler.update();
   };
@@ -114,11 +122,31 @@ TEST(CudaHostSync, NoSynchronisationInAnFp16AmpGptStep) {
   mt::cuda::synchronize(0);
   mt::reset_host_sync_counts();
   for (int i = 0; i < 3; ++i) step();
-  const mt::HostSyncCounts c = mt::host_sync_counts(kGpu);
+  return mt::host_sync_counts(kGpu);
+}
+
+}  // namespace
+
+TEST(CudaHostSync, NoSynchronisationInAnFp16AmpGptStep) {
+  REQUIRE_GPU();
+  const mt::HostSyncCounts c = syncs_of_gpt_steps(false);
   EXPECT_EQ(c.synchronizations, 0);
   EXPECT_EQ(c.device_to_host_copies, 0);
   mt::cuda::synchronize(0);
   EXPECT_EQ(mt::host_sync_counts(kGpu).synchronizations, 1);  // the counter does count
+}
+
+// The example's loop, with attention on its GEMM path (core/attention_plan.h) as well.
+TEST(CudaHostSync, NoSynchronisationWithUnscaleClippingAndGemmAttention) {
+  REQUIRE_GPU();
+  const int64_t saved = mt::cuda::attention_score_memory();
+  for (int64_t budget : {int64_t(0), int64_t(256) << 20}) {
+    mt::cuda::set_attention_score_memory(budget);
+    const mt::HostSyncCounts c = syncs_of_gpt_steps(true);
+    EXPECT_EQ(c.synchronizations, 0) << "attention score memory " << budget;
+    EXPECT_EQ(c.device_to_host_copies, 0) << "attention score memory " << budget;
+  }
+  mt::cuda::set_attention_score_memory(saved);
 }
 
 // 200 forced overflows in a row (the scale backs off from 2^16 to the 2^-126 floor and stays

@@ -38,6 +38,7 @@ gpu_tests=(test_cuda test_cuda_nn_list test_cuda_amp test_cuda_transfer test_cud
 memcheck_cases=("test_cuda_host_path:CudaFusedStep.*" "test_cuda_host_path:CudaStickyError.*")
 # Cases of test_cuda_host_path a GPU run must not skip (the 2-GPU one may).
 host_path_cases=(CudaFusedStep.LargeParameterAfterManySmallOnesMatchesCpu CudaHostSync.NoSynchronisationInAnFp16AmpGptStep
+  CudaHostSync.NoSynchronisationWithUnscaleClippingAndGemmAttention
   CudaLarge.MoreThan2Pow31HalfElements CudaScaler.TwoHundredForcedOverflowsMatchTheCpuRow
   CudaStickyError.OutOfRangeIndexRaisesAtTheNextHostRead
   CudaTransfer.BlockingUploadFromPinnedMemoryMayBeRefilled CudaBackward.KernelsMatchCpu)
