@@ -1,12 +1,14 @@
 // Scaled dot-product attention and tril/triu on the GPU (contracts in core/nn_kernels.h).
 //
 // Attention runs as batched tensor-core GEMMs through score buffers (cuda/attention_gemm.cu)
-// wherever core/attention_plan.h finds that they fit the memory budget; otherwise here.
-// The row kernels are memory-lean, not tensor-core fast: a block of kThreads threads per
-// query row (forward, dQ) or per key row (dK, dV). Scores are recomputed from q . k whenever they are needed
-// and never stored beyond one tile of kThreads values in shared memory, so memory stays
-// O(L + S) per problem; softmax statistics and every sum are in fp32 (fp64 for fp64).
-// The forward stores the per-row log-sum-exp, from which backward recomputes P.
+// wherever core/attention_plan.h finds that they fit the memory budget (0, so never, unless
+// cuda::set_attention_score_memory or MANTISSA_ATTENTION_SCORE_MEMORY sets one); otherwise
+// here. The row kernels are memory-lean, not tensor-core fast: a block of kThreads threads
+// per query row (forward, dQ) or per key row (dK, dV). Scores are recomputed from q . k
+// whenever they are needed and never stored beyond one tile of kThreads values in shared
+// memory, so memory stays O(L + S) per problem; softmax statistics and every sum are in fp32
+// (fp64 for fp64). The forward stores the per-row log-sum-exp, from which backward
+// recomputes P.
 #include <cmath>
 
 #include "core/philox.h"

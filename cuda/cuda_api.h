@@ -4,6 +4,7 @@
 //
 //   mt::cuda::set_allow_tf32(true);   // fp32 matmuls may use TF32 tensor cores
 //   mt::cuda::synchronize(0);         // wait for all work on cuda:0 (e.g. before timing)
+//   mt::cuda::set_attention_score_memory(256 << 20);  // attention through GEMMs (opt-in)
 //
 // The counts of host synchronisations and device-to-host copies are in core/host_sync.h.
 #pragma once
@@ -29,10 +30,12 @@ void set_device(int device);
 std::string device_name(int device = 0);
 int compute_capability(int device = 0);  // e.g. 90 for H100/H200
 size_t total_memory(int device = 0);     // bytes
-// Bytes of score-sized buffers attention may hold at once (default 256 MiB): within it,
+// Bytes of score-sized buffers attention may hold at once: within them,
 // scaled_dot_product_attention runs as tensor-core GEMMs through its [L, S] score matrices,
-// a chunk of (batch, head) problems at a time; rows too long for it, or a budget of 0, take
-// the memory-lean kernels (O(L + S) memory, far slower). See core/attention_plan.h.
+// a chunk of (batch, head) problems at a time; rows too long for them, or a budget of 0, take
+// the memory-lean kernels (O(L + S) memory, far slower). The default is 0, or
+// MANTISSA_ATTENTION_SCORE_MEMORY's value; 256 MiB (attention_plan::kRecommendedScoreMemory)
+// holds GPT-sized calls in one round. Negative values throw. See core/attention_plan.h.
 void set_attention_score_memory(int64_t bytes);
 int64_t attention_score_memory();
 #else
