@@ -206,7 +206,7 @@ example_line=""
 if [[ -x $example_bin ]]; then
   text="$out/example-text.txt"
   cat "$root"/README.md "$root"/docs/*.md >"$text"
-  shared=(--text "$text" --layers 4 --heads 8 --d-model 256 --context 128 --batch-size 32 --steps 300 --warmup 30
+  shared=(--text "$text" --layers 4 --heads 8 --d-model 256 --context 128 --batch-size 32 --warmup 30
     --lr 3e-3 --clip 1.0 --weight-decay 0.1 --eval-every 0 --eval-batches 4)
   torch_ok=0
   declare -A secs verdict loss
@@ -220,7 +220,7 @@ if [[ -x $example_bin ]]; then
       memory=0
       [[ $attn == gemm ]] && memory=$((256 << 20))
       res=$(MANTISSA_ATTENTION_SCORE_MEMORY=$memory timeout "${GPU_CHECK_TIMEOUT:-300}" "$example_bin" "${shared[@]}" \
-        --device cuda --amp "$amp" --dropout 0 --sample 120 --prompt "The " --seed 1 2>&1) || rc=$?
+        --steps 300 --device cuda --amp "$amp" --dropout 0 --sample 120 --prompt "The " --seed 1 2>&1) || rc=$?
       echo "$res" | tr '\r' '\n' | grep -v '^step [0-9]*/' || true
       final=$(echo "$res" | grep '^final:' || true)
       first=$(echo "$final" | sed -n 's/.* first_loss=\([0-9.]*\).*/\1/p')
@@ -237,7 +237,7 @@ if [[ -x $example_bin ]]; then
     if [[ $torch_ok == 1 ]]; then
       echo "== its PyTorch twin --amp $amp"
       tres=$(PYTHONWARNINGS=ignore timeout "${GPU_CHECK_TIMEOUT:-300}" python3 "$root/tools/train_gpt_torch.py" "${shared[@]}" \
-        --device cuda --amp "$amp" 2>&1 || true)
+        --steps 300 --device cuda --amp "$amp" 2>&1 || true)
       echo "$tres" | tail -n 2
       tsecs=$(echo "$tres" | sed -n 's/^step 300: .*(\([0-9.]*\) s)$/\1/p')
     fi
@@ -248,6 +248,16 @@ if [[ -x $example_bin ]]; then
       example_line+="$(printf 'example transformer amp %-4s attention %-4s loss %s, %s s for 300 steps%s %s' "$amp" \
         "$attn" "${loss[$attn]}" "${secs[$attn]:-?}" "$ratio" "${verdict[$attn]}")"$'\n'
     done
+  done
+  # Where the step's GPU time goes on each attention path: the profiler's op table (GPU ms per
+  # op) of 5 bf16 steps after 30.
+  for attn in rows gemm; do
+    memory=0
+    [[ $attn == gemm ]] && memory=$((256 << 20))
+    echo "== example profile, bf16, attention: $attn"
+    MANTISSA_ATTENTION_SCORE_MEMORY=$memory timeout "${GPU_CHECK_TIMEOUT:-300}" "$example_bin" "${shared[@]}" \
+      --steps 40 --device cuda --amp bf16 --dropout 0 --sample 0 --profile "$out/profile-$attn.json" --profile-warmup 30 \
+      --profile-steps 5 2>&1 | tr '\r' '\n' | grep -E '^(ops over|op |attention|matmul|copy)|time in ops' || true
   done
 fi
 
