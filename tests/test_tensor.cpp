@@ -559,9 +559,37 @@ TEST(Reduce, SumOverLeadingDimsMatchesRowSums) {
   EXPECT_EQ(ones.sum({0}).to_vector<float>(), std::vector<float>(7, 1000.0f));
 }
 
+namespace {
+
+// x.permute(perm).contiguous() against the index arithmetic of the permutation, element by
+// element (values exact in every dtype: integers below 251).
+void expect_permuting_copy_moves_every_element(mt::DType dt, const mt::Shape& shape, const mt::Shape& perm) {
+  const int64_t n = std::accumulate(shape.begin(), shape.end(), int64_t(1), std::multiplies<>());
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = double(i % 251);
+  const mt::Tensor x = mt::from_vector(v, shape, {.dtype = mt::kFloat64}).to(dt);
+  const mt::Tensor y = x.permute(perm).contiguous();
+  const std::vector<double> xv = x.to_vector<double>(), yv = y.to_vector<double>();
+  mt::Shape xs(shape.size(), 1);  // x's row-major strides
+  for (int64_t d = int64_t(xs.size()) - 2; d >= 0; --d) xs[size_t(d)] = xs[size_t(d) + 1] * shape[size_t(d) + 1];
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t rem = i, at = 0;
+    for (int64_t d = int64_t(perm.size()) - 1; d >= 0; --d) {  // y's index, d-th dim is x's perm[d]
+      const int64_t size = shape[size_t(perm[size_t(d)])];
+      at += (rem % size) * xs[size_t(perm[size_t(d)])];
+      rem /= size;
+    }
+    wrong += yv[size_t(i)] != xv[size_t(at)];
+  }
+  EXPECT_EQ(wrong, 0) << mt::dtype_name(dt) << " " << x.shape_str();
+}
+
+}  // namespace
+
 // Copies that move the last dim (transposes made contiguous) go through 8 x 8, 16 x 16 and, for
-// 4-byte elements on AVX-512, 64 x 64 buffered blocks with partial edges: every element checked
-// against the index arithmetic of the permutation, for block-multiple and ragged shapes.
+// 2- and 4-byte elements on AVX-512, 64 x 64 buffered blocks with partial edges: every element
+// checked, for block-multiple and ragged shapes.
 TEST(TensorCopy, PermutingCopiesMoveEveryElement) {
   struct Case {
     mt::Shape shape, perm;
@@ -569,28 +597,15 @@ TEST(TensorCopy, PermutingCopiesMoveEveryElement) {
   const std::vector<Case> cases = {{{130, 200}, {1, 0}},          {{64, 64}, {1, 0}},      {{2, 128, 192}, {0, 2, 1}},
                                    {{3, 70, 129}, {0, 2, 1}},     {{5, 9, 17}, {2, 1, 0}}, {{65, 3, 64}, {2, 1, 0}},
                                    {{2, 64, 3, 64}, {0, 3, 2, 1}}};
-  for (mt::DType dt : {mt::kFloat32, mt::kInt32, mt::kBFloat16, mt::kFloat64, mt::kInt64}) {
-    for (const Case& c : cases) {
-      const int64_t n = std::accumulate(c.shape.begin(), c.shape.end(), int64_t(1), std::multiplies<>());
-      // Values exact in every dtype (bf16: integers below 256).
-      std::vector<double> v(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) v[size_t(i)] = double(i % 251);
-      const mt::Tensor x = mt::from_vector(v, c.shape, {.dtype = mt::kFloat64}).to(dt);
-      const mt::Tensor y = x.permute(c.perm).contiguous();
-      const std::vector<double> xv = x.to_vector<double>(), yv = y.to_vector<double>();
-      mt::Shape xs(c.shape.size(), 1);  // x's row-major strides
-      for (int64_t d = int64_t(xs.size()) - 2; d >= 0; --d) xs[size_t(d)] = xs[size_t(d) + 1] * c.shape[size_t(d) + 1];
-      int64_t wrong = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        int64_t rem = i, at = 0;
-        for (int64_t d = int64_t(c.perm.size()) - 1; d >= 0; --d) {  // y's index, d-th dim is x's perm[d]
-          const int64_t size = c.shape[size_t(c.perm[size_t(d)])];
-          at += (rem % size) * xs[size_t(c.perm[size_t(d)])];
-          rem /= size;
-        }
-        wrong += yv[size_t(i)] != xv[size_t(at)];
-      }
-      EXPECT_EQ(wrong, 0) << mt::dtype_name(dt) << " " << x.shape_str();
-    }
-  }
+  for (mt::DType dt : {mt::kFloat32, mt::kInt32, mt::kBFloat16, mt::kFloat64, mt::kInt64})
+    for (const Case& c : cases) expect_permuting_copy_moves_every_element(dt, c.shape, c.perm);
+}
+
+// Outputs of 8 MiB and more leave the 64 x 64 blocks by streaming stores where the destination
+// rows are 64-byte aligned, by plain copies where not: both, with ragged edges and an outer dim.
+TEST(TensorCopy, LargePermutingCopiesMoveEveryElement) {
+  expect_permuting_copy_moves_every_element(mt::kFloat32, {2048, 1100}, {1, 0});         // rows 8 KiB apart
+  expect_permuting_copy_moves_every_element(mt::kInt32, {2100, 1000}, {1, 0});           // rows 4000 B apart
+  expect_permuting_copy_moves_every_element(mt::kBFloat16, {2, 1024, 2112}, {0, 2, 1});  // 2 KiB, two outer
+  expect_permuting_copy_moves_every_element(mt::kBFloat16, {4100, 1030}, {1, 0});        // 8200 B: unaligned
 }

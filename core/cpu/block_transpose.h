@@ -106,9 +106,12 @@ inline void block_transpose_16x16(const float* s, int64_t ss, float* d, int64_t 
 #endif
 
 // dst[j][i] = src[i][j] for a 64 x 64 block of 2- or 4-byte elements (moved as bits): 4-byte
-// ones by 16 x 16 zmm transposes, 2-byte ones by the 8 x 8 ones above.
+// ones by 16 x 16 zmm transposes, 2-byte ones by the 8 x 8 ones above. `stream`: the rows go
+// out by non-temporal stores where dst's rows are 64-byte aligned (no read of the destination
+// lines first, which a transpose too large for the caches pays on every line; the caller
+// issues _mm_sfence before the result is read).
 template <typename U>
-inline void block_transpose_64x64(const U* src, int64_t ss, U* dst, int64_t ds) {
+inline void block_transpose_64x64(const U* src, int64_t ss, U* dst, int64_t ds, bool stream = false) {
   static_assert(sizeof(U) == 4 || sizeof(U) == 2);
   constexpr int64_t kB = 64, kPitch = kB + 16;
   alignas(64) U a[kB * kPitch], b[kB * kPitch];
@@ -123,13 +126,23 @@ inline void block_transpose_64x64(const U* src, int64_t ss, U* dst, int64_t ds) 
     for (int64_t i = 0; i < kB; i += 8)
       for (int64_t j = 0; j < kB; j += 8) block_transpose_8x8(a + i * kPitch + j, kPitch, b + j * kPitch + i, kPitch);
   }
+  if (stream && ((reinterpret_cast<uintptr_t>(dst) | uintptr_t(ds * int64_t(sizeof(U)))) & 63) == 0) {
+    for (int64_t j = 0; j < kB; ++j)
+      for (int64_t x = 0; x < kB * int64_t(sizeof(U)) / 64; ++x)
+        _mm512_stream_ps(reinterpret_cast<float*>(dst + j * ds) + 16 * x,
+                         _mm512_loadu_ps(reinterpret_cast<const float*>(b + j * kPitch) + 16 * x));
+    return;
+  }
   for (int64_t j = 0; j < kB; ++j) std::memcpy(dst + j * ds, b + j * kPitch, kB * sizeof(U));
 }
+// Orders the streaming stores of block_transpose_64x64(..., true) before later loads and stores.
+inline void streaming_stores_done() { _mm_sfence(); }
 #else
 template <typename U>
 constexpr bool has_block64_transpose = false;
 template <typename U>
-inline void block_transpose_64x64(const U*, int64_t, U*, int64_t) {}
+inline void block_transpose_64x64(const U*, int64_t, U*, int64_t, bool = false) {}
+inline void streaming_stores_done() {}
 #endif
 
 #if !defined(__AVX2__)
