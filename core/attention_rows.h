@@ -2,7 +2,7 @@
 // tests run it: the scores' geometry (scale, additive mask, causal visibility, dropout,
 // probabilities from the log-sum-exp) that cuda/attention.cu's row kernels read, and the
 // per-row steps of cuda/attention_gemm.cu's GEMM path. A row is shared by a team of `width`
-// lanes (a warp on the GPU, one lane in the tests): lane l takes keys l, l + width, ..., and
+// lanes (a warp or a block on the GPU, one lane in the tests): lane l takes keys l, l + width, ..., and
 // max_all / sum_all combine a value across the team.
 #pragma once
 #include <cmath>

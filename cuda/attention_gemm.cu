@@ -4,7 +4,7 @@
 // q [G, L, E], k [G, S, E], v [G, S, Ev], gout/out [G, L, Ev]:
 //
 //   forward:  S32 = q k^T (fp32)                      [chunk, L, S]
-//             P = dropout(exp(scale S32 + mask - lse))  in T, lse [G, L]   (one warp per row)
+//             P = dropout(exp(scale S32 + mask - lse))  in T, lse [G, L]   (a warp or block per row)
 //             out = P v                                 (fp32 accumulation, one rounding to T)
 //   backward: S32 = q k^T, dP32 = gout v^T (fp32); per row D = sum_j P dP (dropped) and
 //             Pd = dropout(P), dS = P (dP - D), both in T; then
@@ -43,53 +43,36 @@ int64_t score_memory_from_env() {
 
 std::atomic<int64_t> g_score_memory{-1};  // -1: the environment not read yet
 
-constexpr int kRowBlock = 128;  // four warps, a row each
-
-unsigned row_grid(int64_t rows, int dev) {
-  const int64_t cap = int64_t(device_properties(dev).multiProcessorCount) * 16;
-  return unsigned(std::max<int64_t>(1, std::min((rows + 3) / 4, cap)));
-}
-
-// All-reductions over a warp (the team of core/attention_rows.h's row steps).
-struct WarpMax {
-  __device__ float operator()(float v) const { return warp_allreduce(MaxValueOp<float>{}, v); }
-};
-struct WarpSum {
-  __device__ float operator()(float v) const { return warp_allreduce(SumOp<float>{}, v); }
-};
-
-// A warp per row r of the round (problem p0 + r / L, query r % L): dropout(P) in T and lse.
-// s32, pt: [rows, S].
+// A team (a warp, or a block for rows longer than 256: cuda/rows.cuh's plan_rows) per row r
+// of the round (problem p0 + r / L, query r % L): dropout(P) in T and lse. s32, pt: [rows, S].
 template <typename T>
-__global__ void softmax_rows_kernel(Attn<float> a, int64_t p0, int64_t rows, const float* s32, T* pt, float* lse) {
-  const int lane = int(threadIdx.x % 32);
-  for (int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; r < rows;
-       r += int64_t(gridDim.x) * blockDim.x / 32) {
+__global__ void softmax_rows_kernel(Rows team, Attn<float> a, int64_t p0, int64_t rows, const float* s32, T* pt,
+                                    float* lse) {
+  for (int64_t r = team.first(); r < rows; r += team.step()) {
     const int64_t p = p0 + r / a.L, i = r % a.L;
     T* pr = pt + r * a.S;
     const float row_lse = attention_rows::forward_row(
-        a, p, i, s32 + r * a.S, lane, 32, [&](int64_t j, float v) { pr[j] = cast_to<T>(v); }, WarpMax{}, WarpSum{});
-    if (lane == 0) lse[p * a.L + i] = row_lse;
+        a, p, i, s32 + r * a.S, team.lane(), team.width(), [&](int64_t j, float v) { pr[j] = cast_to<T>(v); },
+        [&](float v) { return team.max(v); }, [&](float v) { return team.sum(v); });
+    if (team.lane() == 0) lse[p * a.L + i] = row_lse;
   }
 }
 
-// A warp per backward row: from S32 and dP32 ([rows, S]) and lse, dropout(P) and dS in T.
+// A team per backward row: from S32 and dP32 ([rows, S]) and lse, dropout(P) and dS in T.
 template <typename T>
-__global__ void softmax_backward_rows_kernel(Attn<float> a, int64_t p0, int64_t rows, const float* s32,
+__global__ void softmax_backward_rows_kernel(Rows team, Attn<float> a, int64_t p0, int64_t rows, const float* s32,
                                              const float* dp32, const float* lse, T* pd, T* ds) {
-  const int lane = int(threadIdx.x % 32);
-  for (int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; r < rows;
-       r += int64_t(gridDim.x) * blockDim.x / 32) {
+  for (int64_t r = team.first(); r < rows; r += team.step()) {
     const int64_t p = p0 + r / a.L, i = r % a.L;
     T* pdr = pd + r * a.S;
     T* dsr = ds + r * a.S;
     attention_rows::backward_row(
-        a, p, i, lse[p * a.L + i], s32 + r * a.S, dp32 + r * a.S, lane, 32,
+        a, p, i, lse[p * a.L + i], s32 + r * a.S, dp32 + r * a.S, team.lane(), team.width(),
         [&](int64_t j, float pdj, float dsj) {
           pdr[j] = cast_to<T>(pdj);
           dsr[j] = cast_to<T>(dsj);
         },
-        WarpSum{});
+        [&](float v) { return team.sum(v); });
   }
 }
 
@@ -162,8 +145,9 @@ void attention_forward_gemm(const Tensor& q, const Tensor& k, const Tensor& v, c
       const int64_t n = std::min(chunk, G - g0);
       const auto gemms = attention_plan::forward_gemms(L, S, E, Ev, g0, n);
       buf.run(dev, gemms[0]);
-      softmax_rows_kernel<T><<<row_grid(n * L, dev), kRowBlock, 0, current_stream(dev)>>>(
-          a, g0, n * L, dptr<const float>(scores), dptr<T>(p), dptr<float>(lse));
+      const RowPlan plan = plan_rows(n * L, S, dev);
+      softmax_rows_kernel<T><<<plan.grid, plan.block, 0, current_stream(dev)>>>(
+          plan.team, a, g0, n * L, dptr<const float>(scores), dptr<T>(p), dptr<float>(lse));
       MT_CUDA_CHECK_LAUNCH();
       buf.run(dev, gemms[1]);
     }
@@ -201,9 +185,10 @@ void attention_backward_gemm(const Tensor& gout, const Tensor& q, const Tensor& 
       const auto gemms = attention_plan::backward_gemms(L, S, E, Ev, float(g.scale), g0, n);
       buf.run(dev, gemms[0]);
       buf.run(dev, gemms[1]);
-      softmax_backward_rows_kernel<T><<<row_grid(n * L, dev), kRowBlock, 0, current_stream(dev)>>>(
-          a, g0, n * L, dptr<const float>(scores), dptr<const float>(grad_p), dptr<const float>(lse), dptr<T>(p),
-          dptr<T>(grad_s));
+      const RowPlan plan = plan_rows(n * L, S, dev);
+      softmax_backward_rows_kernel<T><<<plan.grid, plan.block, 0, current_stream(dev)>>>(
+          plan.team, a, g0, n * L, dptr<const float>(scores), dptr<const float>(grad_p), dptr<const float>(lse),
+          dptr<T>(p), dptr<T>(grad_s));
       MT_CUDA_CHECK_LAUNCH();
       if (gv.defined()) buf.run(dev, gemms[2]);
       if (gq.defined()) buf.run(dev, gemms[3]);
