@@ -609,3 +609,24 @@ TEST(TensorCopy, LargePermutingCopiesMoveEveryElement) {
   expect_permuting_copy_moves_every_element(mt::kBFloat16, {2, 1024, 2112}, {0, 2, 1});  // 2 KiB, two outer
   expect_permuting_copy_moves_every_element(mt::kBFloat16, {4100, 1030}, {1, 0});        // 8200 B: unaligned
 }
+
+// Copies that keep the last dim but move rows of at most 256 bytes (attention's head split
+// [B, T, H, E] -> [B, H, T, E]) go row by row along one dim with masked tails; outputs of
+// 8 MiB and more whose rows are whole 64-byte lines by streaming stores in the source's order.
+TEST(TensorCopy, ShortRowCopiesMoveEveryElement) {
+  struct Case {
+    mt::Shape shape, perm;
+  };
+  const std::vector<Case> cases = {{{2, 16, 8, 32}, {0, 2, 1, 3}},  // 64 / 128-byte rows
+                                   {{3, 7, 5, 3}, {0, 2, 1, 3}},    // 3-24 bytes: a masked tail only
+                                   {{4, 5, 70}, {1, 0, 2}},         // 70 elements: over and under 256 bytes
+                                   {{3, 4, 5, 33}, {2, 0, 1, 3}},   // full lines and a tail, outer dims reordered
+                                   {{6, 1, 9, 2}, {2, 1, 0, 3}}};   // a size-1 dim
+  for (mt::DType dt : {mt::kFloat32, mt::kBFloat16, mt::kUInt8, mt::kFloat64, mt::kInt64})
+    for (const Case& c : cases) expect_permuting_copy_moves_every_element(dt, c.shape, c.perm);
+  // 8 MiB outputs: streamed (128- and 64-byte rows; three outer dims put in the source's order),
+  // and one whose 48-byte rows are not whole lines (plain stores).
+  expect_permuting_copy_moves_every_element(mt::kFloat32, {16, 512, 8, 32}, {0, 2, 1, 3});
+  expect_permuting_copy_moves_every_element(mt::kBFloat16, {16, 64, 128, 32}, {2, 0, 1, 3});
+  expect_permuting_copy_moves_every_element(mt::kBFloat16, {16, 1024, 11, 24}, {0, 2, 1, 3});
+}

@@ -1,9 +1,11 @@
 // CPU launchers for copy, fill, unary, binary and where. Each applies a functor from
 // core/elementwise_math.h with the dtype rules of core/elementwise_dispatch.h, both shared with
 // CUDA; this file has only the loops.
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/cpu/block_transpose.h"
 #include "core/cpu/kernels.h"
@@ -303,6 +305,87 @@ bool copy_tiled(const U* x, U* y, const Shape& sizes, const Shape& src_st, const
   return true;
 }
 
+// `bytes` (at most 256) from src to dst: whole zmm moves and one masked tail on AVX-512, so a
+// short row costs a few instructions rather than a call or a loop of unknown trip count.
+// `stream`: non-temporal stores (the caller checked dst and bytes are multiples of 64).
+inline void move_short_row(const char* src, char* dst, int64_t bytes, bool stream) {
+#if defined(__AVX512BW__)
+  int64_t k = 0;
+  if (stream) {
+    for (; k < bytes; k += 64) _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + k), _mm512_loadu_si512(src + k));
+    return;
+  }
+  for (; k + 64 <= bytes; k += 64) _mm512_storeu_si512(dst + k, _mm512_loadu_si512(src + k));
+  if (k < bytes) {
+    const __mmask64 m = _cvtu64_mask64(~uint64_t(0) >> (64 - (bytes - k)));
+    _mm512_mask_storeu_epi8(dst + k, m, _mm512_maskz_loadu_epi8(m, src + k));
+  }
+#else
+  (void)stream;
+  std::memcpy(dst, src, size_t(bytes));
+#endif
+}
+
+// A copy whose rows are contiguous on both sides but short (attention's head split
+// [B, T, H, E] -> [B, H, T, E]: rows of E = 32 elements): rows run along the next dim by its
+// two strides and the outer index steps once per such run. Through for_each_row each 64-byte
+// row paid its odometer step and loop set-up: 27 GB/s against 79 for plain nested loops (bf16,
+// 1M elements, one Zen 5 core). Outputs of 8 MiB and more whose rows are whole aligned lines go
+// out by streaming stores, visiting the rows in the source's order (sequential reads; the
+// stores need no locality): fp32 4M 22 -> 73 GB/s in that harness. Returns false when the
+// layout is not that case.
+template <typename U>
+bool copy_short_rows(const U* x, U* y, const Shape& sizes, const Shape& src_st, const Shape& dst_st) {
+  constexpr int64_t kMaxRowBytes = 256, kStreamBytes = int64_t(8) << 20;
+  constexpr int64_t es = int64_t(sizeof(U));
+  Shape shape;
+  std::array<Shape, 2> st;
+  coalesce_dims<2>(sizes, {dst_st, src_st}, shape, st);
+  const int64_t nd = int64_t(shape.size()), last = nd - 1;
+  if (nd < 2 || st[0][size_t(last)] != 1 || st[1][size_t(last)] != 1 || shape[size_t(last)] * es > kMaxRowBytes)
+    return false;
+  const int64_t row_bytes = shape[size_t(last)] * es;
+  int64_t numel = 1;
+  bool lines = row_bytes % 64 == 0 && (reinterpret_cast<uintptr_t>(y) & 63) == 0;
+  for (int64_t d = 0; d < nd; ++d) {
+    numel *= shape[size_t(d)];
+    if (d < last) lines = lines && (st[0][size_t(d)] * es) % 64 == 0;
+  }
+  if (numel == 0) return true;
+  const bool stream = has_block64_transpose<U> && lines && numel * es >= kStreamBytes;
+  // The outer dims, outermost first: the destination's order, or the source's when streaming.
+  std::vector<int64_t> order(static_cast<size_t>(last));
+  for (int64_t d = 0; d < last; ++d) order[size_t(d)] = d;
+  if (stream)
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return st[1][size_t(a)] > st[1][size_t(b)]; });
+  const int64_t run_dim = order.back(), run = shape[size_t(run_dim)];
+  const int64_t ys = st[0][size_t(run_dim)] * es, xs = st[1][size_t(run_dim)] * es;
+  const int64_t rows = numel / shape[size_t(last)];
+  const char* xb = reinterpret_cast<const char*>(x);
+  char* yb = reinterpret_cast<char*>(y);
+  parallel_for(0, rows, std::max<int64_t>(1, kParallelGrain / shape[size_t(last)]), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e;) {
+      // Row r is element i0 of the run at outer index r / run.
+      int64_t rem = r / run, xo = 0, yo = 0;
+      const int64_t i0 = r % run, i1 = std::min(run, i0 + (e - r));
+      for (int64_t k = last - 2; k >= 0; --k) {
+        const size_t d = size_t(order[size_t(k)]);
+        const int64_t i = rem % shape[d];
+        rem /= shape[d];
+        xo += i * st[1][d];
+        yo += i * st[0][d];
+      }
+      const char* xr = xb + xo * es + i0 * xs;
+      char* yr = yb + yo * es + i0 * ys;
+      for (int64_t i = i0; i < i1; ++i, xr += xs, yr += ys) move_short_row(xr, yr, row_bytes, stream);
+      r += i1 - i0;
+    }
+    if (stream) streaming_stores_done();  // before anyone reads y
+  });
+  return true;
+}
+
 // A copy between two layouts of one dtype (a transpose made contiguous): rows whose inner
 // strides are both 1 are memcpy'd, other rows copy the elements as unsigned integers of their
 // size (as Eigen's bf16 struct the strided loop stayed scalar).
@@ -312,16 +395,12 @@ void copy_bits(const Tensor& src, const Tensor& dst) {
   U* y = ptr<U>(dst);
   const Shape src_st = broadcast_strides(src.sizes(), src.strides(), dst.sizes());
   if (copy_tiled(x, y, dst.sizes(), src_st, dst.strides())) return;
+  if (copy_short_rows(x, y, dst.sizes(), src_st, dst.strides())) return;
   for_each_row<2>(dst.sizes(), {dst.strides(), src_st}, [&](auto off, int64_t n, auto st) {
     U* yo = y + off[0];
     const U* xo = x + off[1];
-    if (st[0] == 1 && st[1] == 1) {
-      if (n * int64_t(sizeof(U)) > 256) {
-        std::memcpy(yo, xo, size_t(n) * sizeof(U));
-      } else {  // short rows (attention's heads of 32-64 elements): inline vector moves, no call
-#pragma omp simd
-        for (int64_t i = 0; i < n; ++i) yo[i] = xo[i];
-      }
+    if (st[0] == 1 && st[1] == 1) {  // rows over 256 bytes (shorter ones: copy_short_rows)
+      std::memcpy(yo, xo, size_t(n) * sizeof(U));
       return;
     }
     for (int64_t i = 0; i < n; ++i) yo[i * st[0]] = xo[i * st[1]];
