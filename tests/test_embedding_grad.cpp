@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <mantissa.h>
 
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "autograd/gradcheck.h"
@@ -57,5 +59,33 @@ TEST(EmbeddingGrad, ReducedFloatsSumInFp32AndRoundOnce) {
     EXPECT_EQ(got[2], want) << mt::dtype_name(t);
     EXPECT_EQ(got[3], want) << mt::dtype_name(t);
     EXPECT_EQ(got[4], 0.0);
+  }
+}
+
+// Rows without a token are +0; a row with one token is 0 + its gradient (exact, -0 -> +0 as the
+// GPU's sum from zero gives, NaN and inf kept); with several, the sum from 0 in token order.
+TEST(EmbeddingGrad, EmptySingleAndRepeatedRowsInEveryFloatType) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> gv = {-0.0, 1.5, nan, -inf, 3.25, -0.0, -0.0, -0.0};  // 4 tokens, 2 columns
+  const std::vector<int64_t> ids = {0, 2, 3, 3};  // row 0: one token; rows 1, 4: none; row 3: two
+  for (mt::DType t : {mt::kFloat32, mt::kFloat64, mt::kBFloat16, mt::kFloat16}) {
+    mt::Tensor w = mt::ones({5, 2}, {.dtype = t, .requires_grad = true});
+    // autograd::grad: the kernel's own result (accumulating into .grad would add it to 0 again)
+    const mt::Tensor gw = mt::autograd::grad({F::embedding(mt::from_vector<int64_t>(ids), w)}, {w},
+                                             {mt::from_vector<double>(gv, {4, 2}).to(t)})[0];
+    const std::vector<double> got = gw.to(mt::kFloat64).to_vector<double>();
+    const std::string name = mt::dtype_name(t);
+    EXPECT_EQ(got[0], 0.0) << name;
+    EXPECT_FALSE(std::signbit(got[0])) << name << ": -0 + the sum's start 0 is +0";
+    EXPECT_EQ(got[1], 1.5) << name;
+    for (int64_t k : {2, 3, 8, 9}) {
+      EXPECT_EQ(got[size_t(k)], 0.0) << name << " element " << k;
+      EXPECT_FALSE(std::signbit(got[size_t(k)])) << name << " element " << k;
+    }
+    EXPECT_TRUE(std::isnan(got[4])) << name;
+    EXPECT_EQ(got[5], -inf) << name;
+    EXPECT_EQ(got[6], 3.25) << name;  // 0 + 3.25 + -0
+    EXPECT_EQ(got[7], 0.0) << name;   // 0 + -0 + -0
+    EXPECT_FALSE(std::signbit(got[7])) << name;
   }
 }

@@ -30,20 +30,36 @@ void embedding_backward(const Tensor& grad, const Tensor& index, const Tensor& g
     parallel_for(0, num, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(D, 1)), [&](int64_t b, int64_t e) {
       std::vector<A> acc(static_cast<size_t>(D));
       for (int64_t r = b; r < e; ++r) {
-        std::fill(acc.begin(), acc.end(), A(0));
-        for (int64_t k = start[size_t(r)]; k < start[size_t(r) + 1]; ++k) {
+        const int64_t k0 = start[size_t(r)], k1 = start[size_t(r) + 1];
+        T* o = out + r * D;
+        A* a = acc.data();
+        if (k0 == k1) {  // no token: the row is zero
+          for (int64_t d = 0; d < D; ++d) o[d] = T(0);
+          continue;
+        }
+        // The first token's row starts the sum as 0 + row (not a copy: -0 becomes +0, as the
+        // sum from zero on the GPU gives), saving a pass that zeroes the accumulator.
+        const T* row0 = g + order[size_t(k0)] * D;
+        if constexpr (std::is_same_v<A, T>) {
+          if (k1 - k0 == 1) {  // one token, in the accumulation type already: straight to the row
+#pragma omp simd
+            for (int64_t d = 0; d < D; ++d) o[d] = A(0) + row0[d];
+            continue;
+          }
+        }
+        // load_acc / narrow_block, not cast_to: GCC vectorizes no loop over Eigen's bf16 struct
+        // (the bf16 backward ran at half the fp32 one's element rate).
+#pragma omp simd
+        for (int64_t d = 0; d < D; ++d) a[d] = A(0) + load_acc<A>(row0, d);
+        for (int64_t k = k0 + 1; k < k1; ++k) {
           const T* row = g + order[size_t(k)] * D;
-          A* a = acc.data();
-          // load_acc / narrow_block, not cast_to: GCC vectorizes no loop over Eigen's bf16 struct
-          // (the bf16 backward ran at half the fp32 one's element rate).
 #pragma omp simd
           for (int64_t d = 0; d < D; ++d) a[d] += load_acc<A>(row, d);
         }
-        T* o = out + r * D;
         if constexpr (std::is_same_v<A, float>) {
-          narrow_block(acc.data(), o, D);
+          narrow_block(a, o, D);
         } else {
-          for (int64_t d = 0; d < D; ++d) o[d] = cast_to<T>(acc[size_t(d)]);
+          for (int64_t d = 0; d < D; ++d) o[d] = cast_to<T>(a[d]);
         }
       }
     });
