@@ -178,6 +178,10 @@ std::vector<std::pair<std::string, Make>> ops() {
     Tensor x = input({n}, dt);
     return Prepared{[x] { keep(F::dropout(x, 0.1, true)); }, 2 * n * esize(dt)};
   });
+  add("dropout_fwdbwd", [](int64_t n, mt::DType dt) {  // fwd: x, y; bwd: g, gx (the mask is redrawn)
+    return fwd_bwd(
+        input({n}, dt, true), [](const Tensor& x) { return F::dropout(x, 0.1, true); }, 4 * n * esize(dt));
+  });
   add("embedding_fwd", [](int64_t n, mt::DType dt) {  // rows of 256 from a 4096-row table
     const int64_t D = kRow;
     Tensor w = input({4096, D}, dt), idx = mt::randint(0, 4096, {n / D});

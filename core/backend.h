@@ -98,9 +98,14 @@ struct FusedStepArgs {
   /* found_inf (float32 [1] or undefined: no overflow), which is then cleared to 0. */                            \
   X(update_scale,                                                                                                 \
     (const Tensor& scale, const Tensor& counters, const Tensor& found_inf, const math::ScaleUpdate& rule), Named) \
-  /* out (contiguous, floating)[i] = math::DropoutKeep{seed, 1 - p}(i) ? 1 / (1 - p) : 0 */                       \
-  /* (core/philox.h): element i depends only on (seed, i), so every device draws the same mask. */                \
-  X(dropout_mask, (const Tensor& out, double p, uint64_t seed), Named)
+  /* out (contiguous, floating)[i] = x[i] * m[i], m[i] = math::DropoutKeep{seed, 1 - p}(i) ? 1 / (1 - p) : 0 */   \
+  /* (the scale rounded to out's dtype), the product as the binary mul computes it; x undefined: m itself, */     \
+  /* else contiguous like out. Element i depends only on (seed, i) (core/philox.h), so every device draws */      \
+  /* the same mask. keep_bits (optional, uint8 of ceil(n / 64) * 8 bytes): bit i % 8 of byte i / 8 is 1 */        \
+  /* where m[i] != 0 (bits past n unspecified): backward reads them instead of a mask of x's size. */             \
+  X(dropout, (const Tensor& x, const Tensor& out, const Tensor& keep_bits, double p, uint64_t seed), Named)       \
+  /* out[i] = g[i] * m[i] for the m whose keep_bits dropout wrote (g, out contiguous, one dtype). */              \
+  X(dropout_backward, (const Tensor& g, const Tensor& keep_bits, const Tensor& out, double p), Named)
 
 #define MT_BACKEND_FIELD(name, params, range) void(*name) params;
 #define MT_BACKEND_DECLARATION(name, params, range) void name params;

@@ -153,8 +153,28 @@ Tensor dropout_mask(const Shape& shape, double p, const TensorOptions& opts) {
   MT_CHECK(is_floating(opts.dtype), "dropout_mask", "expected a floating dtype, got ", dtype_name(opts.dtype));
   const uint64_t seed = default_generator().next_u64();
   Tensor mask = make_tensor(shape, opts.dtype, opts.device);
-  backend_for(opts.device).dropout_mask(mask, p, seed);
+  backend_for(opts.device).dropout(Tensor(), mask, Tensor(), p, seed);
   return mask;
+}
+
+Tensor dropout_with_seed(const Tensor& x, double p, uint64_t seed, Tensor* keep_bits) {
+  MT_CHECK(p >= 0 && p < 1, "dropout", "probability must be in [0, 1), got ", p);
+  MT_CHECK(is_floating(x.dtype()), "dropout", "expected a floating-point input, got ", dtype_name(x.dtype()));
+  const Tensor xc = launch::contiguous(x);
+  Tensor out = make_tensor(x.sizes(), x.dtype(), x.device());
+  if (keep_bits) *keep_bits = make_tensor({(x.numel() + 63) / 64 * 8}, DType::UInt8, x.device());
+  backend_for(x.device()).dropout(xc, out, keep_bits ? *keep_bits : Tensor(), p, seed);
+  return out;
+}
+
+Tensor dropout_apply_kept(const Tensor& g, const Tensor& keep_bits, double p) {
+  MT_CHECK(keep_bits.dtype() == DType::UInt8 && keep_bits.numel() * 8 >= g.numel() && keep_bits.device() == g.device(),
+           "dropout", "keep bits of ", keep_bits.numel(), " bytes (", dtype_name(keep_bits.dtype()), ", ",
+           keep_bits.device(), ") do not cover ", g.numel(), " elements on ", g.device());
+  const Tensor gc = launch::contiguous(g);
+  Tensor out = make_tensor(g.sizes(), g.dtype(), g.device());
+  backend_for(g.device()).dropout_backward(gc, keep_bits, out, p);
+  return out;
 }
 
 }  // namespace mantissa

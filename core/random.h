@@ -64,6 +64,13 @@ Tensor randperm(int64_t n);         // int64
 // Counter-based (Philox, core/philox.h): one draw from the default generator seeds it, and
 // the mask is a function of that seed alone, identical on the CPU and on a GPU.
 Tensor dropout_mask(const Shape& shape, double p, const TensorOptions& opts = {});
+// x * m for the dropout mask m of `seed` (a value of default_generator().next_u64(), as
+// dropout_mask draws; element i of x's logical order), in one pass without m in memory. With
+// keep_bits, also m's keep bits (uint8, bit i % 8 of byte i / 8: n / 8 bytes where m would take
+// n elements) for dropout_apply_kept. No autograd: nn::functional::dropout records it.
+Tensor dropout_with_seed(const Tensor& x, double p, uint64_t seed, Tensor* keep_bits = nullptr);
+// g * m for the m whose keep bits dropout_with_seed wrote (g of x's shape and dtype): its backward.
+Tensor dropout_apply_kept(const Tensor& g, const Tensor& keep_bits, double p);
 Tensor uniform(const Shape& shape, double low, double high, const TensorOptions& opts = {});
 Tensor normal(const Shape& shape, double mean, double stddev, const TensorOptions& opts = {});
 

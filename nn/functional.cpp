@@ -110,13 +110,36 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int6
   return y;
 }
 
+namespace {
+// g * the mask whose keep bits dropout wrote: dropout's backward, and its own.
+Tensor dropout_kept(const Tensor& g, const Tensor& keep_bits, double p) {
+  Tensor y;
+  {
+    NoGradGuard guard;
+    y = dropout_apply_kept(g, keep_bits, p);
+  }
+  if (needs_grad({g}))
+    record("dropout_backward", {g}, y,
+           [keep_bits, p](const Tensor& gg, auto&) { return Grads{dropout_kept(gg, keep_bits, p)}; });
+  return y;
+}
+}  // namespace
+
 Tensor dropout(const Tensor& x, double p, bool training) {
   MT_CHECK(p >= 0 && p <= 1, "dropout", "probability must be in [0, 1], got ", p);
   if (!training || p == 0) return x;
   MT_CHECK(is_floating(x.dtype()), "dropout", "expected a floating-point input, got ", describe({x}));
   if (p == 1) return x * 0.0;
-  // The kept-and-scaled mask is a constant, drawn on x's device: backward is g * mask through mul.
-  return x * dropout_mask(x.sizes(), p, {.dtype = x.dtype(), .device = x.device()});
+  // The mask of one draw from the default generator (dropout_mask(x.sizes(), p) of the same
+  // draw), applied as it is drawn; backward keeps its keep bits, 1 bit per element.
+  Tensor keep_bits, y;
+  {
+    NoGradGuard guard;
+    y = dropout_with_seed(x, p, default_generator().next_u64(), &keep_bits);
+  }
+  if (needs_grad({x}))
+    record("dropout", {x}, y, [keep_bits, p](const Tensor& g, auto&) { return Grads{dropout_kept(g, keep_bits, p)}; });
+  return y;
 }
 
 }  // namespace functional

@@ -121,9 +121,23 @@ const Backend& twin_backend() {
                         const math::ScaleUpdate& rule) {
       cpu_backend().update_scale(scale, counters, found_inf, rule);
     };
-    t.dropout_mask = [](const Tensor& out, double p, uint64_t seed) {
-      cpu_backend().dropout_mask(out, p, seed);
-      if (KernelTracer* k = rec()) k->fill(out);  // a random constant: only in training
+    t.dropout = [](const Tensor& x, const Tensor& out, const Tensor& keep_bits, double p, uint64_t seed) {
+      KernelTracer* k = rec();
+      if (!x.defined() || !k) {
+        cpu_backend().dropout(x, out, keep_bits, p, seed);
+        if (k) k->fill(out);  // a random constant: only in training
+        return;
+      }
+      // x times the mask as a constant (only in training), as the graph had it before the fusion.
+      Tensor mask = make_tensor(out.sizes(), out.dtype(), out.device());
+      cpu_backend().dropout(Tensor(), mask, keep_bits, p, seed);
+      k->fill(mask);
+      cpu_backend().binary(BinaryOp::Mul, x, mask, out);
+      k->binary(BinaryOp::Mul, x, mask, out);
+    };
+    t.dropout_backward = [](const Tensor& g, const Tensor& keep_bits, const Tensor& out, double p) {
+      if (KernelTracer* k = rec()) k->unsupported("dropout_backward", {&g, &out});
+      cpu_backend().dropout_backward(g, keep_bits, out, p);
     };
     return t;
   }();

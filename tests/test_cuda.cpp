@@ -967,6 +967,22 @@ TEST(CudaNn, EmbeddingNllDropoutOnGpu) {
   mt::manual_seed(11);
   mt::Tensor dg = F::dropout(ones.to(kGpu), 0.3, true);
   expect_close(dg.to(kCpu), dc, {1e-7, 0}, "dropout mask");
+  // x * mask in one pass, and the backward from the keep bits (a warp ballot per 32 elements on
+  // the GPU, 64-bit words on the CPU: one layout); 1073 elements end mid-warp.
+  for (mt::DType t : {mt::kFloat32, mt::kBFloat16}) {
+    const mt::Tensor x = host_randn({37, 29}, t), g = host_randn({37, 29}, t);
+    mt::Tensor xc = x.detach(), xg = x.to(kGpu);
+    xc.requires_grad_();
+    xg.requires_grad_();
+    mt::manual_seed(12);
+    const mt::Tensor yc = F::dropout(xc, 0.4, true);
+    mt::manual_seed(12);
+    const mt::Tensor yg = F::dropout(xg, 0.4, true);
+    expect_close(yg.to(kCpu), yc, {0, 0}, "fused dropout");
+    const mt::Tensor gc = mt::autograd::grad({yc}, {xc}, {g})[0];
+    const mt::Tensor gg = mt::autograd::grad({yg}, {xg}, {g.to(kGpu)})[0];
+    expect_close(gg.to(kCpu), gc, {0, 0}, "dropout backward from the keep bits");
+  }
 }
 
 // A small CNN (conv + batch norm + pools + grouped dilated conv + linear) run forward and

@@ -152,6 +152,7 @@ TEST(NnGradcheck, EmbeddingAndDropout) {
     return F::dropout(in[0], 0.3, true);
   };
   EXPECT_GRADCHECK(drop, (Inputs{randn({4, 5})}));
+  EXPECT_GRADGRADCHECK(drop, (Inputs{randn({4, 5})}));  // the backward redraws the mask: itself differentiable
 }
 
 TEST(NnGradcheck, Losses) {

@@ -4,6 +4,9 @@
 #include <mantissa.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "core/philox.h"
@@ -128,4 +131,68 @@ TEST(DropoutMask, EdgeInputs) {
   const std::vector<double> yn = F::dropout(nan, p, true).to_vector<double>();
   for (size_t i = 0; i < yn.size(); ++i) EXPECT_TRUE(std::isnan(yn[i])) << i;  // NaN * 0 is NaN, as torch
   EXPECT_THROW(F::dropout(mt::ones({4}, {.dtype = mt::kInt64}), p, true), mt::Error);
+}
+
+// F::dropout draws its mask inside the multiply (one pass, the mask never stored) and its
+// backward redraws it: both equal x * dropout_mask and g * dropout_mask of the same draw bit for
+// bit, in every float type, for specials, a non-contiguous input and sizes that end mid-chunk
+// and spread over threads.
+TEST(DropoutMask, FusedDropoutIsInputTimesMaskBitForBit) {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (mt::DType t : {mt::kFloat32, mt::kFloat64, mt::kBFloat16, mt::kFloat16})
+    for (double p : {0.1, 0.5, 0.9})
+      for (const mt::Shape& shape : {mt::Shape{3, 5}, mt::Shape{517, 389}, mt::Shape{1, 300}}) {
+        mt::manual_seed(11);
+        mt::Tensor x = (mt::randn(shape, {.dtype = mt::kFloat64}) * 3).to(t);
+        std::vector<double> xv = x.to_vector<double>();
+        const double specials[] = {std::nan(""), inf, -inf, -0.0, 1e-40, 65504.0};
+        for (size_t k = 0; k < std::size(specials) && k < xv.size(); ++k) xv[k * 7 % xv.size()] = specials[k];
+        x = mt::from_vector<double>(xv, shape).to(t);
+        const mt::Tensor xt = x.t().contiguous().t();  // the same values, column-major
+        mt::Tensor leaf = xt.detach();
+        leaf.requires_grad_();
+        const mt::Tensor g = mt::randn(shape, {.dtype = mt::kFloat64}).to(t);
+        mt::manual_seed(5);
+        const mt::Tensor y = F::dropout(leaf, p, true);
+        const mt::Tensor gx = mt::autograd::grad({y}, {leaf}, {g})[0];  // raw: .grad would add it to 0
+        mt::manual_seed(5);
+        const mt::Tensor m = mt::dropout_mask(shape, p, {.dtype = t});
+        const std::string what = std::string(mt::dtype_name(t)) + " p " + std::to_string(p) + " " + x.shape_str();
+        // Bits, not values: NaN == NaN and -0 != +0 here.
+        auto bits = [](const mt::Tensor& v) { return v.contiguous().to(mt::kFloat64).to_vector<double>(); };
+        auto same = [](const std::vector<double>& a, const std::vector<double>& b) {
+          if (a.size() != b.size()) return false;
+          for (size_t i = 0; i < a.size(); ++i)
+            if (std::memcmp(&a[i], &b[i], sizeof(double)) != 0 && !(std::isnan(a[i]) && std::isnan(b[i]))) return false;
+          return true;
+        };
+        EXPECT_TRUE(same(bits(y), bits(x * m))) << what;
+        EXPECT_TRUE(same(bits(gx), bits(g * m))) << what;
+      }
+}
+
+// The keep bits that F::dropout saves for backward (1 bit per element instead of the mask):
+// bit i % 8 of byte i / 8 is whether element i was kept, for a size that ends mid-word; the
+// backward from them is g * mask; bits that do not cover g, or of another dtype, are an error.
+TEST(DropoutMask, KeepBitsMarkTheKeptElements) {
+  const int64_t n = 1000;
+  const double p = 0.3;
+  mt::Tensor bits;
+  const mt::Tensor m = mt::dropout_with_seed(mt::ones({n}), p, 42, &bits);
+  ASSERT_EQ(bits.dtype(), mt::kUInt8);
+  ASSERT_EQ(bits.numel(), (n + 63) / 64 * 8);
+  const std::vector<float> mv = m.to_vector<float>();
+  const uint8_t* b = bits.data_ptr<uint8_t>();
+  int64_t wrong = 0, kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const bool bit = (b[i / 8] >> (i % 8)) & 1;
+    wrong += bit != (mv[size_t(i)] != 0.0f);
+    kept += bit;
+  }
+  EXPECT_EQ(wrong, 0);
+  EXPECT_NEAR(double(kept) / n, 1 - p, 0.05);
+  const mt::Tensor g = mt::randn({n});
+  EXPECT_EQ(mt::dropout_apply_kept(g, bits, p).to_vector<float>(), (g * m).to_vector<float>());
+  EXPECT_THROW(mt::dropout_apply_kept(mt::randn({n + 200}), bits, p), mt::Error);
+  EXPECT_THROW(mt::dropout_apply_kept(g, bits.to(mt::kInt32), p), mt::Error);
 }

@@ -1,4 +1,5 @@
-// The dropout mask on the CPU: the counter-based draw of core/philox.h, shared with CUDA.
+// Dropout on the CPU: the counter-based draw of core/philox.h, shared with CUDA, applied to x in
+// the pass that draws it; the keep bits saved for backward.
 #include <bit>
 #include <cmath>
 #if defined(__AVX512F__)
@@ -95,64 +96,130 @@ void store_chunk(U* y, uint64_t keep, int64_t first, int64_t last, U kept, U dro
 }
 #endif
 
+// The 64 keep bits of elements [c, c + 64) (c % 64 == 0): bit k is element c + k's
+// philox_uniform(seed, c + k) < 1 - p, as integers: (word >> 8) < threshold = ceil((1 - p) 2^24).
+// Element i is word i % 4 of Philox block i / 4, each block drawn once for its four elements;
+// 16 blocks across AVX-512 registers by philox_keep_bits where the build has them.
+uint64_t keep_word(int64_t c, uint32_t k0, uint32_t k1, uint32_t threshold) {
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__BMI2__)
+  return philox_keep_bits(uint64_t(c >> 2), k0, k1, threshold);
+#else
+  constexpr int64_t kLanes = 16;  // 16 blocks: 64 elements
+  uint32_t v0[kLanes], v1[kLanes], v2[kLanes], v3[kLanes];
+  const int64_t blk0 = c >> 2;
+  for (int64_t l = 0; l < kLanes; ++l) {  // the counters: block number, then zeros
+    v0[l] = uint32_t(uint64_t(blk0 + l));
+    v1[l] = uint32_t(uint64_t(blk0 + l) >> 32);
+    v2[l] = v3[l] = 0;
+  }
+  uint32_t r0 = k0, r1 = k1;
+  for (int round = 0; round < 10; ++round) {  // as math::philox4x32_10, a round across the lanes
+    if (round > 0) {
+      r0 += math::kPhiloxW0;
+      r1 += math::kPhiloxW1;
+    }
+#pragma omp simd
+    for (int64_t l = 0; l < kLanes; ++l) math::philox_round(v0[l], v1[l], v2[l], v3[l], r0, r1);
+  }
+  uint64_t keep = 0;
+  for (int64_t l = 0; l < kLanes; ++l) {
+    const uint32_t words[4] = {v0[l], v1[l], v2[l], v3[l]};
+    for (int w = 0; w < 4; ++w) keep |= uint64_t((words[w] >> 8) < threshold) << (4 * l + w);
+  }
+  return keep;
+#endif
+}
+
+// m[k] = bit k of keep ? kept : dropped for k < count (<= 64).
+template <typename U>
+void expand_keep(U* m, uint64_t keep, int64_t count, U kept, U dropped) {
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__BMI2__)
+  store_chunk(m, keep, 0, count, kept, dropped);
+#else
+#pragma omp simd
+  for (int64_t k = 0; k < count; ++k) m[k] = (keep >> k) & 1 ? kept : dropped;
+#endif
+}
+
+// y[k] = x[k] * m[k] for k < len (<= kChunk) of a chunk whose keep bits are keep[k / 64]; m[k]
+// = keep ? kept : dropped, the product as the binary mul computes it. bf16 on AVX512-BF16: 32
+// elements per step in registers (even and odd words, blended scale, one rounding; the binary
+// mul's own form), else the mask into buf and map_acc (the mul's loop).
+template <typename T, typename U>
+void multiply_chunk(const T* x, T* y, int64_t len, const uint64_t* keep, U* buf, U kept, U dropped) {
+  using A = acc_t<T>;
+  int64_t done = 0;
+#if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__BMI2__)
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    const __m512 scale = _mm512_set1_ps(float(std::bit_cast<T>(kept))),
+                 zero = _mm512_set1_ps(float(std::bit_cast<T>(dropped)));
+    done = bf16_words_in_registers(len, reinterpret_cast<uint16_t*>(y), [&](int64_t i, __m512& even, __m512& odd) {
+      __m512 xe, xo;
+      bf16_words_as_floats(_mm512_loadu_si512(x + i), xe, xo);
+      const uint32_t k = uint32_t(keep[i / 64] >> (i % 64));  // i % 32 == 0
+      even = _mm512_mul_ps(xe, _mm512_mask_blend_ps(__mmask16(_pext_u32(k, 0x55555555u)), zero, scale));
+      odd = _mm512_mul_ps(xo, _mm512_mask_blend_ps(__mmask16(_pext_u32(k, 0xAAAAAAAAu)), zero, scale));
+    });
+  }
+#endif
+  if (done == len) return;
+  for (int64_t c = done / 64 * 64; c < len; c += 64)
+    expand_keep(buf + c, keep[c / 64], std::min<int64_t>(64, len - c), kept, dropped);
+  map_acc<A>(x + done, reinterpret_cast<const T*>(buf) + done, y + done, len - done, [](A u, A v) { return u * v; });
+}
+
+// Runs body(T tag, chunk_begin, chunk_end, mask buffer, kept, dropped) over 256-element chunks of
+// [0, n), whole chunks per thread (so that each thread owns whole words of keep bits).
+constexpr int64_t kChunk = 256;
+template <typename T, typename F>
+void for_each_chunk(int64_t n, double p, F&& body) {
+  using U = std::conditional_t<sizeof(T) == 2, uint16_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>;
+  // Written as the values' bits: Eigen's 16-bit float structs made the selects scalar.
+  const U scale_bits = std::bit_cast<U>(cast_to<T>(1.0 / (1.0 - p))), zero_bits = std::bit_cast<U>(cast_to<T>(0.0));
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  parallel_for(0, chunks, std::max<int64_t>(1, kParallelGrain / 8 / kChunk), [&](int64_t cb, int64_t ce) {
+    // Local copies: a captured reference in the selects made GCC gather from memory.
+    const U kept = scale_bits, dropped = zero_bits;
+    alignas(64) U buf[kChunk];
+    for (int64_t c = cb; c < ce; ++c) body(c * kChunk, std::min(n, (c + 1) * kChunk), buf, kept, dropped);
+  });
+}
+
 }  // namespace
 
-// out: contiguous [n] (any shape), floating. Element i keeps philox_uniform(seed, i) < 1 - p,
-// word i % 4 of Philox block i / 4: each block is drawn once for its four elements (drawing it
-// per element did the 10 rounds four times), kLanes blocks at a time across vector lanes (16
-// across AVX-512 registers by philox_keep_bits where the build has them).
-void dropout_mask(const Tensor& out, double p, uint64_t seed) {
+// out = x * m (or m), m[i] = keep_i ? scale : 0 drawn per 64 elements; with x, each chunk's m
+// goes to a stack buffer and the binary mul's own loop (map_acc: the same functor and rounding)
+// multiplies, so m never reaches memory. keep_bits (optional): word i / 64 bit i % 64.
+void dropout(const Tensor& x_in, const Tensor& out, const Tensor& keep_bits, double p, uint64_t seed) {
   dispatch_floating(out.dtype(), "dropout", [&]<typename T>() {
-    // philox_uniform(seed, i) < keep_prob, with u = (word >> 8) * 2^-24 exact: the same test on
-    // the integer (word >> 8) against ceil(keep_prob * 2^24).
-    const float keep_prob = float(1.0 - p);
-    const uint32_t threshold = uint32_t(std::ceil(double(keep_prob) * 16777216.0));
-    const T scale = cast_to<T>(1.0 / (1.0 - p)), zero = cast_to<T>(0.0);
+    const uint32_t threshold = uint32_t(std::ceil(double(float(1.0 - p)) * 16777216.0));
     const uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
-    // Written as the values' bits (U: an unsigned type of T's size): Eigen's 16-bit float
-    // structs made the select below scalar.
-    using U = std::conditional_t<sizeof(T) == 2, uint16_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>;
-    U* y = static_cast<U*>(out.raw_data());
-    const U scale_bits = std::bit_cast<U>(scale), zero_bits = std::bit_cast<U>(zero);
-    parallel_for(0, out.numel(), kParallelGrain / 8, [&](int64_t b, int64_t e) {
-      // Local copies: a captured reference in the select below made GCC gather from &scale / &zero.
-      const U kept = scale_bits, dropped = zero_bits;
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__BMI2__)
-      for (int64_t base = (b >> 2) * 4; base < e; base += 64) {
-        const uint64_t keep = philox_keep_bits(uint64_t(base >> 2), k0, k1, threshold);
-        store_chunk(y + base, keep, std::max(b, base) - base, std::min(e, base + 64) - base, kept, dropped);
+    const T* x = x_in.defined() ? static_cast<const T*>(x_in.raw_data()) : nullptr;
+    T* y = static_cast<T*>(out.raw_data());
+    uint64_t* bits = keep_bits.defined() ? static_cast<uint64_t*>(keep_bits.raw_data()) : nullptr;
+    for_each_chunk<T>(out.numel(), p, [&](int64_t b, int64_t e, auto* buf, auto kept, auto dropped) {
+      using U = std::remove_pointer_t<decltype(buf)>;
+      uint64_t keep[kChunk / 64];
+      for (int64_t c = b; c < e; c += 64) {
+        const int64_t count = std::min<int64_t>(64, e - c);
+        keep[(c - b) / 64] =
+            keep_word(c, k0, k1, threshold) & (count == 64 ? ~uint64_t(0) : (uint64_t(1) << count) - 1);
+        if (bits) bits[c / 64] = keep[(c - b) / 64];
+        if (!x) expand_keep(reinterpret_cast<U*>(y) + c, keep[(c - b) / 64], count, kept, dropped);
       }
-#else
-      constexpr int64_t kLanes = 16;
-      uint32_t v0[kLanes], v1[kLanes], v2[kLanes], v3[kLanes];
-      for (int64_t blk0 = b >> 2; blk0 * 4 < e; blk0 += kLanes) {
-        for (int64_t l = 0; l < kLanes; ++l) {  // the counters: block number, then zeros
-          v0[l] = uint32_t(uint64_t(blk0 + l));
-          v1[l] = uint32_t(uint64_t(blk0 + l) >> 32);
-          v2[l] = v3[l] = 0;
-        }
-        uint32_t r0 = k0, r1 = k1;
-        for (int round = 0; round < 10; ++round) {  // as math::philox4x32_10, a round across the lanes
-          if (round > 0) {
-            r0 += math::kPhiloxW0;
-            r1 += math::kPhiloxW1;
-          }
-#pragma omp simd
-          for (int64_t l = 0; l < kLanes; ++l) math::philox_round(v0[l], v1[l], v2[l], v3[l], r0, r1);
-        }
-        // Words in element order (element 4 l + w is word w of lane l), then a vector loop.
-        uint32_t words[4 * kLanes];
-        for (int64_t l = 0; l < kLanes; ++l) {
-          words[4 * l] = v0[l];
-          words[4 * l + 1] = v1[l];
-          words[4 * l + 2] = v2[l];
-          words[4 * l + 3] = v3[l];
-        }
-        const int64_t base = blk0 * 4, first = std::max(b, base), last = std::min(e, base + 4 * kLanes);
-#pragma omp simd
-        for (int64_t i = first; i < last; ++i) y[i] = (words[i - base] >> 8) < threshold ? kept : dropped;
-      }
-#endif
+      if (x) multiply_chunk(x + b, y + b, e - b, keep, buf, kept, dropped);
+    });
+  });
+}
+
+// out = g * m for the m whose keep bits dropout wrote.
+void dropout_backward(const Tensor& g, const Tensor& keep_bits, const Tensor& out, double p) {
+  dispatch_floating(out.dtype(), "dropout", [&]<typename T>() {
+    const T* gp = static_cast<const T*>(g.raw_data());
+    T* y = static_cast<T*>(out.raw_data());
+    const uint64_t* bits = static_cast<const uint64_t*>(keep_bits.raw_data());
+    for_each_chunk<T>(out.numel(), p, [&](int64_t b, int64_t e, auto* buf, auto kept, auto dropped) {
+      multiply_chunk(gp + b, y + b, e - b, bits + b / 64, buf, kept, dropped);
     });
   });
 }
