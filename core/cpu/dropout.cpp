@@ -168,8 +168,9 @@ void multiply_chunk(const T* x, T* y, int64_t len, const uint64_t* keep, U* buf,
   map_acc<A>(x + done, reinterpret_cast<const T*>(buf) + done, y + done, len - done, [](A u, A v) { return u * v; });
 }
 
-// Runs body(T tag, chunk_begin, chunk_end, mask buffer, kept, dropped) over 256-element chunks of
-// [0, n), whole chunks per thread (so that each thread owns whole words of keep bits).
+// Runs body(chunk_begin, chunk_end, mask buffer, kept, dropped) over the 256-element chunks of
+// [0, n), whole chunks per thread (so that each thread owns whole words of keep bits); kept and
+// dropped are the bits of T(1 / (1 - p)) and T(0).
 constexpr int64_t kChunk = 256;
 template <typename T, typename F>
 void for_each_chunk(int64_t n, double p, F&& body) {
@@ -187,9 +188,9 @@ void for_each_chunk(int64_t n, double p, F&& body) {
 
 }  // namespace
 
-// out = x * m (or m), m[i] = keep_i ? scale : 0 drawn per 64 elements; with x, each chunk's m
-// goes to a stack buffer and the binary mul's own loop (map_acc: the same functor and rounding)
-// multiplies, so m never reaches memory. keep_bits (optional): word i / 64 bit i % 64.
+// out = x * m (or m), m[i] = keep_i ? scale : 0 drawn 64 elements at a time; with x, each
+// chunk's m stays in registers or a stack buffer and is multiplied as the binary mul does
+// (multiply_chunk), so m never reaches memory. keep_bits (optional): word i / 64, bit i % 64.
 void dropout(const Tensor& x_in, const Tensor& out, const Tensor& keep_bits, double p, uint64_t seed) {
   dispatch_floating(out.dtype(), "dropout", [&]<typename T>() {
     const uint32_t threshold = uint32_t(std::ceil(double(float(1.0 - p)) * 16777216.0));
