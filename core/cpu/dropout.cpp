@@ -130,14 +130,15 @@ uint64_t keep_word(int64_t c, uint32_t k0, uint32_t k1, uint32_t threshold) {
 #endif
 }
 
-// m[k] = bit k of keep ? kept : dropped for k < count (<= 64).
-template <typename U>
-void expand_keep(U* m, uint64_t keep, int64_t count, U kept, U dropped) {
+// m[k] = bit k of keep ? kept : dropped for k < count (<= 64); kept and dropped are T's bits
+// (U), written by vector stores on AVX-512 and as T values otherwise (never U stores read as T).
+template <typename T, typename U>
+void expand_keep(T* m, uint64_t keep, int64_t count, U kept, U dropped) {
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__BMI2__)
-  store_chunk(m, keep, 0, count, kept, dropped);
+  store_chunk(reinterpret_cast<U*>(m), keep, 0, count, kept, dropped);
 #else
-#pragma omp simd
-  for (int64_t k = 0; k < count; ++k) m[k] = (keep >> k) & 1 ? kept : dropped;
+  const T k = std::bit_cast<T>(kept), d = std::bit_cast<T>(dropped);
+  for (int64_t i = 0; i < count; ++i) m[i] = (keep >> i) & 1 ? k : d;
 #endif
 }
 
@@ -146,7 +147,7 @@ void expand_keep(U* m, uint64_t keep, int64_t count, U kept, U dropped) {
 // elements per step in registers (even and odd words, blended scale, one rounding; the binary
 // mul's own form), else the mask into buf and map_acc (the mul's loop).
 template <typename T, typename U>
-void multiply_chunk(const T* x, T* y, int64_t len, const uint64_t* keep, U* buf, U kept, U dropped) {
+void multiply_chunk(const T* x, T* y, int64_t len, const uint64_t* keep, T* buf, U kept, U dropped) {
   using A = acc_t<T>;
   int64_t done = 0;
 #if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__BMI2__)
@@ -165,7 +166,7 @@ void multiply_chunk(const T* x, T* y, int64_t len, const uint64_t* keep, U* buf,
   if (done == len) return;
   for (int64_t c = done / 64 * 64; c < len; c += 64)
     expand_keep(buf + c, keep[c / 64], std::min<int64_t>(64, len - c), kept, dropped);
-  map_acc<A>(x + done, reinterpret_cast<const T*>(buf) + done, y + done, len - done, [](A u, A v) { return u * v; });
+  map_acc<A>(x + done, buf + done, y + done, len - done, [](A u, A v) { return u * v; });
 }
 
 // Runs body(chunk_begin, chunk_end, mask buffer, kept, dropped) over the 256-element chunks of
@@ -181,7 +182,7 @@ void for_each_chunk(int64_t n, double p, F&& body) {
   parallel_for(0, chunks, std::max<int64_t>(1, kParallelGrain / 8 / kChunk), [&](int64_t cb, int64_t ce) {
     // Local copies: a captured reference in the selects made GCC gather from memory.
     const U kept = scale_bits, dropped = zero_bits;
-    alignas(64) U buf[kChunk];
+    alignas(64) T buf[kChunk];
     for (int64_t c = cb; c < ce; ++c) body(c * kChunk, std::min(n, (c + 1) * kChunk), buf, kept, dropped);
   });
 }
@@ -199,14 +200,13 @@ void dropout(const Tensor& x_in, const Tensor& out, const Tensor& keep_bits, dou
     T* y = static_cast<T*>(out.raw_data());
     uint64_t* bits = keep_bits.defined() ? static_cast<uint64_t*>(keep_bits.raw_data()) : nullptr;
     for_each_chunk<T>(out.numel(), p, [&](int64_t b, int64_t e, auto* buf, auto kept, auto dropped) {
-      using U = std::remove_pointer_t<decltype(buf)>;
       uint64_t keep[kChunk / 64];
       for (int64_t c = b; c < e; c += 64) {
         const int64_t count = std::min<int64_t>(64, e - c);
         keep[(c - b) / 64] =
             keep_word(c, k0, k1, threshold) & (count == 64 ? ~uint64_t(0) : (uint64_t(1) << count) - 1);
         if (bits) bits[c / 64] = keep[(c - b) / 64];
-        if (!x) expand_keep(reinterpret_cast<U*>(y) + c, keep[(c - b) / 64], count, kept, dropped);
+        if (!x) expand_keep(y + c, keep[(c - b) / 64], count, kept, dropped);
       }
       if (x) multiply_chunk(x + b, y + b, e - b, keep, buf, kept, dropped);
     });
