@@ -3,6 +3,7 @@
 // and cross_entropy keep log(sum)), a bf16 input under autocast read without an fp32 copy,
 // and `where` with broadcast masks against a scalar loop.
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "test_util.h"
@@ -205,6 +206,53 @@ TEST(WhereKernel, BroadcastMaskMatchesScalarLoop) {
       ASSERT_EQ(y[i], m[mi] != 0 ? av[i] : bv[i]) << mt::dtype_name(t) << " at " << i;
       ASSERT_EQ(f[i], m[mi] != 0 ? 3.0 : av[i]) << mt::dtype_name(t) << " at " << i;
       ASSERT_EQ(yt[i], m[mi] != 0 ? av[i] : bv[ti]) << mt::dtype_name(t) << " at " << i;
+    }
+  }
+}
+
+// A bf16 output takes the cheaper exp (core/cpu/vec_math.h, 3.6e-6): softmax and log_softmax
+// into bf16 along the last dim (rows of 256 in groups, rows of 5000, longer than the row
+// buffer) and along a middle dim stay within one bf16 step of the fp32 kernels' results rounded
+// to bf16, a confident row's log-probability of -8e-5 included (its exp(0) is exactly 1, so
+// log(sum) keeps its relative accuracy). log_softmax's backward keeps the fp32 exp (g - exp(y)
+// sum(g) cancels): into bf16 it is within a bf16 step of the double formula.
+TEST(SoftmaxKernels, Bf16OutputWithinOneStepOfTheFp32Kernel) {
+  mt::manual_seed(5);
+  auto steps = [](float a, float b) {  // bf16 steps between two bf16 values of the same sign
+    uint32_t ua, ub;
+    std::memcpy(&ua, &a, 4);
+    std::memcpy(&ub, &b, 4);
+    return std::abs(int64_t(ua >> 16) - int64_t(ub >> 16));
+  };
+  for (const auto& [shape, dim] : std::vector<std::pair<mt::Shape, int64_t>>{
+           {{24, 256}, 1}, {{3, 5000}, 1}, {{4, 300, 40}, 1}, {{2, 64, 130}, 1}}) {
+    Tensor x = mt::randn(shape) * 3.0;
+    if (dim == 1 && shape.size() == 2) x.select(0, 0).fill_(0.0).select(0, 0).fill_(15.0);  // a confident row
+    const Tensor xb = x.to(mt::kBFloat16);
+    for (bool log : {false, true}) {
+      auto op = [log, d = dim](const Tensor& t) { return log ? mt::log_softmax(t, d) : mt::softmax(t, d); };
+      const std::vector<float> got = op(xb).to(mt::kFloat32).to_vector<float>();
+      const std::vector<float> want = op(xb.to(mt::kFloat32)).to(mt::kBFloat16).to(mt::kFloat32).to_vector<float>();
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_LE(steps(got[i], want[i]), 1) << (log ? "log_softmax " : "softmax ") << mt::shape_str(shape) << " at "
+                                             << i << ": " << got[i] << ", fp32 " << want[i];
+      if (log && shape.size() == 2) {
+        const double lp = -std::log1p(double(shape[1] - 1) * std::exp(-15.0));
+        EXPECT_NEAR(got[0], lp, 0x1p-8 * std::fabs(lp)) << mt::shape_str(shape);
+      }
+    }
+    Tensor xl = xb.detach().requires_grad_(true);
+    const Tensor y = mt::log_softmax(xl, dim);
+    const Tensor g = (mt::randn(shape) * 0.5).to(mt::kBFloat16);
+    y.backward(g);
+    const std::vector<double> yd = y.to(mt::kFloat64).to_vector<double>(), gd = g.to(mt::kFloat64).to_vector<double>();
+    const Tensor gsum = g.to(mt::kFloat64).sum({dim}, true).expand(shape).contiguous();
+    const std::vector<double> sd = gsum.to_vector<double>();
+    const std::vector<double> gx = xl.grad().to(mt::kFloat64).to_vector<double>();
+    for (size_t i = 0; i < gx.size(); ++i) {
+      const double term = std::exp(yd[i]) * sd[i], want = gd[i] - term;
+      ASSERT_NEAR(gx[i], want, 0x1p-8 * std::fabs(want) + 1e-6 * (std::fabs(gd[i]) + std::fabs(term)))
+          << "log_softmax backward " << mt::shape_str(shape) << " at " << i;
     }
   }
 }

@@ -23,6 +23,19 @@ std::vector<float> erf_inputs() {
 
 double gelu_ref(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
 
+// How many bf16 steps apart two values are that are exactly bf16 (ordered bit patterns: +-0
+// are 0 apart, 0 and the least denormal 1); NaN against anything but NaN is far apart.
+int64_t bf16_steps(float a, float b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b) ? 0 : 1 << 20;
+  auto ordered = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    const int64_t m = int64_t(u >> 16);
+    return m & 0x8000 ? -(m & 0x7FFF) : m;
+  };
+  return std::abs(ordered(a) - ordered(b));
+}
+
 }  // namespace
 
 TEST(VectorErf, Fp32WithinAFewUlpOfDoubleErf) {
@@ -136,7 +149,7 @@ TEST(VectorExp, Fp32MatchesDoubleExpIncludingDenormalsAndOverflow) {
         ASSERT_EQ(e[k], inf) << "n " << n;
       else
         ASSERT_NEAR(e[k], want, 2 * want * 0x1p-24) << "n " << n << ", exp(" << v[k] << ")";
-      ASSERT_EQ(eb[k], wb[k]) << "n " << n << ", bf16 exp(" << v[k] << ")";
+      ASSERT_LE(bf16_steps(eb[k], wb[k]), 1) << "n " << n << ", bf16 exp(" << v[k] << ")";
     }
   }
   EXPECT_TRUE(std::isnan(mt::exp(mt::from_vector(std::vector<float>{std::nanf("")})).to_vector<float>()[0]));
@@ -153,7 +166,8 @@ TEST(VectorExp, Fp32MatchesDoubleExpIncludingDenormalsAndOverflow) {
 // sigmoid and silu (their AVX-512 forms in cpu::vector_form, libmvec's expf elsewhere): within
 // 6 ulp of the double formulas from -100 to 100 (0 where e^-x overflows float; libmvec's AVX2
 // expf gave 4.0-4.3 ulp in the tail, the AVX-512 form under 4), every length up to 40 (the
-// masked tail), the limits at +-inf, NaN kept; bf16 equal to the rounded fp32 result.
+// masked tail), the limits at +-inf, NaN kept; bf16 within one step of the rounded fp32 result
+// (its exp is the cheaper one: VectorBf16Result below).
 TEST(VectorSigmoid, SigmoidAndSiluMatchDouble) {
   const float inf = std::numeric_limits<float>::infinity();
   // floor: one denormal step of the sigmoid, times x for silu
@@ -178,7 +192,7 @@ TEST(VectorSigmoid, SigmoidAndSiluMatchDouble) {
     for (auto op : {+[](const Tensor& t) { return mt::sigmoid(t); }, +[](const Tensor& t) { return mt::silu(t); }}) {
       const std::vector<float> got = op(vb).to(mt::kFloat32).to_vector<float>();
       const std::vector<float> want = op(vb.to(mt::kFloat32)).to(mt::kBFloat16).to(mt::kFloat32).to_vector<float>();
-      ASSERT_EQ(got, want) << "bf16, n " << n;
+      for (size_t i = 0; i < v.size(); ++i) ASSERT_LE(bf16_steps(got[i], want[i]), 1) << "bf16, n " << n;
     }
   }
   const std::vector<float> specials{inf, -inf, std::nanf(""), -0.0f, 0.0f, -87.0f, -89.0f, 89.0f};
@@ -305,4 +319,80 @@ TEST(VectorSigmoid, GeluErfAndBackwardMatchDouble) {
   EXPECT_TRUE(std::isnan(sp[0]));
   EXPECT_EQ(sp[1], inf);
   EXPECT_TRUE(std::signbit(sp[2]) && sp[2] == 0.0f);
+}
+
+namespace {
+
+// Every bf16 bit pattern once (NaNs, infinities, denormals, +-0), plus one more element so
+// that the length is odd (the register loop's tail).
+Tensor every_bf16() {
+  std::vector<float> v;
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const uint32_t u = b << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    v.push_back(f);
+  }
+  v.push_back(0.5f);
+  return mt::from_vector(v).to(mt::kBFloat16);
+}
+
+// d rounded to float, then to the nearest bf16 (ties to even), NaN kept.
+float round_to_bf16(double d) {
+  const float f = float(d);
+  if (std::isnan(f)) return f;
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u = ((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16) << 16;
+  float r;
+  std::memcpy(&r, &u, 4);
+  return r;
+}
+
+// double sigmoid as the float ops define it: 0 where e^-x overflows float.
+double sigmoid_ref(double x) {
+  const double e = std::exp(-x);
+  return std::isinf(float(e)) ? 0.0 : 1.0 / (1.0 + e);
+}
+
+}  // namespace
+
+// A result rounded to bf16 takes exp16's cheaper twin (vec_math.h: a degree-4 polynomial within
+// 3.6e-6). Over every bf16 input, through the bf16 register loops, each exp-based op is within
+// one bf16 step of the correctly rounded double result and of the fp32 kernel's result rounded
+// to bf16, and rounds differently from the latter for at most 1 input in 10000 (the fp32 path
+// itself misses the correctly rounded result about as often).
+TEST(VectorBf16Result, EveryBf16InputWithinOneStepOfTheCorrectlyRoundedResult) {
+  const Tensor xb = every_bf16();
+  const Tensor xf = xb.to(mt::kFloat32);
+  const std::vector<float> x = xf.to_vector<float>();
+  struct Op {
+    const char* name;
+    Tensor (*op)(const Tensor&);
+    double (*ref)(double);
+  };
+  const Op ops[] = {
+      {"exp", [](const Tensor& t) { return mt::exp(t); }, [](double v) { return std::exp(v); }},
+      {"sigmoid", [](const Tensor& t) { return mt::sigmoid(t); }, sigmoid_ref},
+      {"silu", [](const Tensor& t) { return mt::silu(t); }, [](double v) { return v * sigmoid_ref(v); }},
+      {"gelu tanh", [](const Tensor& t) { return mt::gelu(t, "tanh"); },
+       [](double v) { return v * sigmoid_ref(2 * 0.79788456080286535588 * (v + 0.044715 * v * v * v)); }},
+  };
+  for (const Op& op : ops) {
+    const std::vector<float> got = op.op(xb).to(mt::kFloat32).to_vector<float>();
+    const std::vector<float> fp32 = op.op(xf).to(mt::kBFloat16).to(mt::kFloat32).to_vector<float>();
+    int64_t differ = 0, fp32_misses = 0, bf16_misses = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double r = op.ref(double(x[i]));
+      const float want = round_to_bf16(r);
+      ASSERT_LE(bf16_steps(got[i], want), 1) << op.name << "(" << x[i] << ") = " << got[i] << ", want " << want;
+      ASSERT_LE(bf16_steps(got[i], fp32[i]), 1) << op.name << "(" << x[i] << ") = " << got[i] << ", fp32 " << fp32[i];
+      differ += got[i] != fp32[i] && !(std::isnan(got[i]) && std::isnan(fp32[i]));
+      fp32_misses += bf16_steps(fp32[i], want) != 0;
+      bf16_misses += bf16_steps(got[i], want) != 0;
+    }
+    // (Zen 5: 1-3 differ; 0-1 fp32 and 1-2 bf16 results miss the correctly rounded one.)
+    EXPECT_LE(differ * 10000, int64_t(x.size()))
+        << op.name << ": fp32 misses " << fp32_misses << ", bf16 " << bf16_misses;
+  }
 }

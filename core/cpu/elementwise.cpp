@@ -67,19 +67,20 @@ void vector_form_block(F f, const In* x, Out* y, int64_t n) {
     const int64_t done =
         bf16_words_in_registers(n, reinterpret_cast<uint16_t*>(y), [&](int64_t i, __m512& e, __m512& o) {
           bf16_halves(x + i, e, o);
-          e = vector_form(f, e);
-          o = vector_form(f, o);
+          e = vector_form<Bf16Result>(f, e);
+          o = vector_form<Bf16Result>(f, o);
         });
     x += done;
     y += done;
     n -= done;
   }
 #endif
+  using R = ResultPrecision<Out>;
   auto apply = [f](const float* src, float* dst, int64_t m) {
     if constexpr (kHasVectorForm<F>)
-      map_floats(f, dst, m, src);
+      map_floats<R>(f, dst, m, src);
     else
-      exp_floats(src, dst, m);
+      exp_floats<false, R>(src, dst, m);
   };
   if constexpr (std::is_same_v<In, float> && std::is_same_v<Out, float>) {
     apply(x, y, n);
@@ -104,8 +105,8 @@ void vector_form_block(F f, const In* a, const In* b, Out* y, int64_t n) {
           __m512 ae, ao;
           bf16_halves(a + i, ae, ao);
           bf16_halves(b + i, e, o);
-          e = vector_form(f, ae, e);
-          o = vector_form(f, ao, o);
+          e = vector_form<Bf16Result>(f, ae, e);
+          o = vector_form<Bf16Result>(f, ao, o);
         });
     a += done;
     b += done;
@@ -121,7 +122,7 @@ void vector_form_block(F f, const In* a, const In* b, Out* y, int64_t n) {
       const int64_t m = std::min(kAccBlock, n - s);
       widen_block(a + s, ba, m);
       widen_block(b + s, bb, m);
-      map_floats(f, ba, m, ba, bb);
+      map_floats<ResultPrecision<Out>>(f, ba, m, ba, bb);
       narrow_block(ba, y + s, m);
     }
   }

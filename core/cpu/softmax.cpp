@@ -114,14 +114,15 @@ inline float row_max(const T* p, int64_t n) {
 #pragma GCC diagnostic pop
 
 // e[i] = exp(p[i] - mx) for i < n, returning their sum in exp_floats' order when Sum; a fp16
-// row is widened into e first (exp_floats reads fp32 and bf16 itself).
-template <bool Sum = true, typename T>
+// row is widened into e first (exp_floats reads fp32 and bf16 itself). R: the precision of the
+// output the exps go into (a bf16 output takes the cheaper exp, vec_math.h).
+template <bool Sum = true, typename R = Fp32Result, typename T>
 float row_exps(const T* p, float* e, int64_t n, float mx) {
   if constexpr (std::is_same_v<T, Half>) {
     widen_block(p, e, n);
-    return exp_floats<Sum>(e, e, n, mx);
+    return exp_floats<Sum, R>(e, e, n, mx);
   } else {
-    return exp_floats<Sum>(p, e, n, mx);
+    return exp_floats<Sum, R>(p, e, n, mx);
   }
 }
 
@@ -166,7 +167,7 @@ void softmax_row(const T* p, O* q, int64_t n, bool log) {
     const bool in_output = std::is_same_v<O, float> && !log;  // keep the exps and scale them in place
     for (int64_t s = 0; s < n; s += kRowBuffer) {
       const int64_t m = std::min(kRowBuffer, n - s);
-      sum += row_exps(p + s, in_output ? reinterpret_cast<float*>(q) + s : buffer, m, mx);
+      sum += row_exps<true, ResultPrecision<O>>(p + s, in_output ? reinterpret_cast<float*>(q) + s : buffer, m, mx);
     }
     if (in_output) {
       const float inv = 1.0f / sum;
@@ -204,7 +205,7 @@ void softmax_row_group(const T* x, O* y, int64_t rows, int64_t n, bool log) {
   constexpr bool kFloatOut = std::is_same_v<O, float>;
   for (int64_t r = 0; r < rows; ++r) {
     float* e = log ? buffer : kFloatOut ? reinterpret_cast<float*>(y) + r * n : buffer + r * n;
-    sum[r] = row_exps(x + r * n, e, n, mx[r]);
+    sum[r] = row_exps<true, ResultPrecision<O>>(x + r * n, e, n, mx[r]);
     prefetch_lines(x + (rows + r) * n, n * sizeof(T));  // the next group's row r
   }
   for (int64_t r = 0; r < rows; ++r) sum[r] = log ? std::log(sum[r]) : 1.0f / sum[r];
@@ -232,15 +233,15 @@ void softmax_row_group(const T* x, O* y, int64_t rows, int64_t n, bool log) {
 
 // e[c] = exp(p[c] - mx[c]) for c < nc (exp(p[c]) when mx is null), in fp32: row_exps on the
 // input itself, or exp_floats on the shifted copy in e.
-template <typename T>
+template <typename R, typename T>
 void shifted_exps(const T* p, const float* mx, float* e, int64_t nc) {
   if (mx == nullptr) {
-    row_exps<false>(p, e, nc, 0.0f);
+    row_exps<false, R>(p, e, nc, 0.0f);
     return;
   }
 #pragma omp simd
   for (int64_t c = 0; c < nc; ++c) e[c] = load_float(p, c) - mx[c];
-  exp_floats(e, e, nc);
+  exp_floats<false, R>(e, e, nc);
 }
 
 // nc adjacent columns: x[j * inner + c] for j < n, c < nc -> y likewise.
@@ -277,7 +278,7 @@ void softmax_columns(const T* x, O* y, int64_t n, int64_t inner, int64_t nc, boo
         for (int64_t j = 0; j < n; ++j) {
           const T* p = x + j * inner + c0;
           float* e = buffer + j * cw;
-          shifted_exps(p, mx + c0, e, cw);
+          shifted_exps<ResultPrecision<O>>(p, mx + c0, e, cw);
 #pragma omp simd
           for (int64_t c = 0; c < cw; ++c) sum[c0 + c] += e[c];
         }
@@ -298,7 +299,7 @@ void softmax_columns(const T* x, O* y, int64_t n, int64_t inner, int64_t nc, boo
         const T* p = x + j * inner;
         O* q = y + j * inner;
         if constexpr (std::is_same_v<Acc, float>) {
-          shifted_exps(p, mx, q, nc);
+          shifted_exps<Fp32Result>(p, mx, q, nc);
 #pragma omp simd
           for (int64_t c = 0; c < nc; ++c) sum[c] += q[c];
         } else {
@@ -322,7 +323,7 @@ void softmax_columns(const T* x, O* y, int64_t n, int64_t inner, int64_t nc, boo
     const T* p = x + j * inner;
     if constexpr (std::is_same_v<Acc, float>) {
       alignas(64) float e[kCols];
-      shifted_exps(p, mx, e, nc);
+      shifted_exps<ResultPrecision<O>>(p, mx, e, nc);
 #pragma omp simd
       for (int64_t c = 0; c < nc; ++c) sum[c] += e[c];
     } else {
@@ -378,6 +379,8 @@ Acc backward_row_sum(const Y* y, const Y* g, int64_t n, bool log) {
   return add_lanes(acc) + tail;
 }
 
+// log_softmax's exp(y) is the fp32 one whatever G is: g - exp(y) s cancels, and a bf16 gradient
+// under autocast is one rounding of the fp32 gradient.
 template <typename Acc, typename Y, typename G>
 void backward_row_write(const Y* y, const Y* g, G* gx, int64_t n, bool log, Acc s) {
   if (log) {
@@ -385,7 +388,7 @@ void backward_row_write(const Y* y, const Y* g, G* gx, int64_t n, bool log, Acc 
       alignas(64) float e[kRowBuffer];
       for (int64_t s0 = 0; s0 < n; s0 += kRowBuffer) {
         const int64_t m = std::min(kRowBuffer, n - s0);
-        shifted_exps(y + s0, nullptr, e, m);
+        shifted_exps<Fp32Result>(y + s0, nullptr, e, m);
 #pragma omp simd
         for (int64_t i = 0; i < m; ++i) store_acc(gx, s0 + i, load_acc<float>(g, s0 + i) - e[i] * s);
       }
@@ -425,7 +428,7 @@ void softmax_backward_columns(const Y* y, const Y* g, G* gx, int64_t n, int64_t 
     if (log) {  // NOLINT(bugprone-branch-clone): the loops differ; clang-tidy 14 compares omp simd without them
       if constexpr (std::is_same_v<Acc, float>) {
         alignas(64) float e[kCols];
-        shifted_exps(py, nullptr, e, nc);
+        shifted_exps<Fp32Result>(py, nullptr, e, nc);
 #pragma omp simd
         for (int64_t c = 0; c < nc; ++c) store_acc(q, c, load_acc<float>(pg, c) - e[c] * s[c]);
       } else {
