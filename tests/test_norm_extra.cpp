@@ -128,6 +128,29 @@ TEST(NormExtra, LayerNormLongRowsMatchFloat64) {
   }
 }
 
+// The forward kernel normalizes up to 4 rows at a time, phase by phase (bf16/fp16: as many as
+// their fp32 copies fit in 8192 floats): every row of a tensor gives the same bits as that row
+// alone, with and without weight and bias, for row counts that leave a partial group, rows
+// that fit 1, 2 or 4 to a group, and per-row mean and rstd saved for backward.
+TEST(NormExtra, LayerNormRowGroupsGiveEachRowsOwnResult) {
+  mt::manual_seed(13);
+  for (int64_t n : {7, 1000, 3000, 5000})
+    for (int64_t rows : {1, 3, 6, 9})
+      for (mt::DType dt : {mt::kFloat32, mt::kBFloat16, mt::kFloat16}) {
+        const Tensor x = (mt::randn({rows, n}) * 3.0 + 1.0).to(dt), w = mt::randn({n}).to(dt),
+                     b = mt::randn({n}).to(dt);
+        for (bool affine : {true, false}) {
+          const Tensor y = affine ? F::layer_norm(x, {n}, w, b) : F::layer_norm(x, {n});
+          for (int64_t r = 0; r < rows; ++r) {
+            const Tensor xr = x.slice(0, r, r + 1).contiguous();
+            const Tensor yr = affine ? F::layer_norm(xr, {n}, w, b) : F::layer_norm(xr, {n});
+            ASSERT_TRUE(same(y.slice(0, r, r + 1), yr))
+                << "row " << r << " of " << rows << ", n " << n << ", " << mt::dtype_name(dt) << ", affine " << affine;
+          }
+        }
+      }
+}
+
 TEST(ChannelDropout, WholeChannelsAreDroppedAndScaled) {
   mt::manual_seed(5);
   const double p = 0.3;

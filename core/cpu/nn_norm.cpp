@@ -49,8 +49,9 @@ std::pair<A, A> grad_sums(const T* g, const T* x, int64_t n, A m) {
   return {sg, sgx};
 }
 
-// Rows up to this long are normalized from one fp32 copy (bf16/fp16 widened once, not per pass).
-constexpr int64_t kNormRowBuffer = 8192;
+// Rows up to this long are normalized from one fp32 copy (bf16/fp16 widened once, not per pass),
+// up to kNormRowGroup rows at a time.
+constexpr int64_t kNormRowBuffer = 8192, kNormRowGroup = 4;
 
 }  // namespace
 
@@ -69,42 +70,59 @@ void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps, c
       if constexpr (std::is_same_v<A, float>) {
         if (n <= kNormRowBuffer) {
           alignas(64) float buf[kNormRowBuffer];
-          for (int64_t r = s; r < e; ++r) {
-            const T* xr = X + r * n;
-            // The row as floats: x itself, or bf16/fp16 widened into buf while the mean is summed.
-            const float* u = buf;
-            float m = 0;
-            if constexpr (std::is_same_v<T, float>) {
-              u = xr;
-              m = sum_wide(xr, n, [](float v) { return v; }) / float(n);
-            } else {
-              m = sum_wide(
-                      xr, n, [](float v) { return v; }, buf) /
-                  float(n);
-            }
-            const float v = sum_wide(u, n, [m](float a) { return (a - m) * (a - m); }) / float(n);
-            const float rs = math::inv_std(v, float(eps));
-            Mp[r] = m;
-            Rp[r] = rs;
-            T* yr = Y + r * n;
-            const float *wp = Wp, *bp = Bp;
-            if constexpr (!std::is_same_v<T, float>) {
-              if (wp && bp) {  // normalized in the fp32 copy, then one rounding pass (vcvtneps2bf16)
-#pragma omp simd
-                for (int64_t i = 0; i < n; ++i) buf[i] = math::normalize(buf[i], m, rs) * wp[i] + bp[i];
-                narrow_block(buf, yr, n);
-                continue;
+          // Up to kNormRowGroup rows at a time, phase by phase (their means, then their
+          // variances, then their outputs): one row's reductions, square root and division are a
+          // chain that the next row's vector work now overlaps. bf16/fp16 rows need their own
+          // slice of buf, so a group is as many as fit.
+          const int64_t per = std::is_same_v<T, float> ? kNormRowGroup : std::min(kNormRowGroup, kNormRowBuffer / n);
+          for (int64_t r0 = s; r0 < e; r0 += per) {
+            const int64_t rows = std::min(per, e - r0);
+            float m[kNormRowGroup], rs[kNormRowGroup];
+            const float* u[kNormRowGroup];
+            for (int64_t k = 0; k < rows; ++k) {
+              // The row as floats: x itself, or bf16/fp16 widened into buf while the mean is summed.
+              const T* xr = X + (r0 + k) * n;
+              if constexpr (std::is_same_v<T, float>) {
+                u[k] = xr;
+                m[k] = sum_wide(xr, n, [](float v) { return v; }) / float(n);
+              } else {
+                u[k] = buf + k * n;
+                m[k] = sum_wide(
+                           xr, n, [](float v) { return v; }, buf + k * n) /
+                       float(n);
               }
             }
-            if (wp && bp) {
+            for (int64_t k = 0; k < rows; ++k) {
+              const float mk = m[k];
+              const float v = sum_wide(u[k], n, [mk](float a) { return (a - mk) * (a - mk); }) / float(n);
+              rs[k] = math::inv_std(v, float(eps));
+              Mp[r0 + k] = mk;
+              Rp[r0 + k] = rs[k];
+            }
+            for (int64_t k = 0; k < rows; ++k) {
+              const float mk = m[k], rk = rs[k];
+              const float* uk = u[k];
+              T* yr = Y + (r0 + k) * n;
+              const float *wp = Wp, *bp = Bp;
+              if constexpr (!std::is_same_v<T, float>) {
+                if (wp && bp) {  // normalized in the fp32 copy, then one rounding pass (vcvtneps2bf16)
+                  float* bk = buf + k * n;
 #pragma omp simd
-              for (int64_t i = 0; i < n; ++i) store_acc(yr, i, math::normalize(u[i], m, rs) * wp[i] + bp[i]);
-            } else {
-              for (int64_t i = 0; i < n; ++i) {
-                float h = math::normalize(u[i], m, rs);
-                if (wp) h *= wp[i];
-                if (bp) h += bp[i];
-                store_acc(yr, i, h);
+                  for (int64_t i = 0; i < n; ++i) bk[i] = math::normalize(bk[i], mk, rk) * wp[i] + bp[i];
+                  narrow_block(bk, yr, n);
+                  continue;
+                }
+              }
+              if (wp && bp) {
+#pragma omp simd
+                for (int64_t i = 0; i < n; ++i) store_acc(yr, i, math::normalize(uk[i], mk, rk) * wp[i] + bp[i]);
+              } else {
+                for (int64_t i = 0; i < n; ++i) {
+                  float h = math::normalize(uk[i], mk, rk);
+                  if (wp) h *= wp[i];
+                  if (bp) h += bp[i];
+                  store_acc(yr, i, h);
+                }
               }
             }
           }
