@@ -213,8 +213,8 @@ TEST(VectorSigmoid, SigmoidAndSiluMatchDouble) {
 
 // tanh (Eigen's rational on AVX-512, libmvec's tanhf elsewhere): within 6 ulp of double tanh
 // from -20 to 20 and near 0 (x itself below 4e-4), every length up to 40 (the masked tail),
-// +-0, +-inf and NaN as tanhf; bf16 (in registers where the CPU has AVX512-BF16) equal to the
-// rounded fp32 result.
+// +-0, +-inf and NaN as tanhf; bf16 (in registers where the CPU has AVX512-BF16, through its own
+// rational: VectorBf16Result) within one step of the rounded fp32 result.
 TEST(VectorTanh, MatchesDoubleAndBf16IsTheRoundedFp32) {
   const float inf = std::numeric_limits<float>::infinity();
   std::vector<float> x;
@@ -234,7 +234,7 @@ TEST(VectorTanh, MatchesDoubleAndBf16IsTheRoundedFp32) {
     const Tensor vb = mt::from_vector(v).to(mt::kBFloat16);
     const std::vector<float> got = mt::tanh(vb).to(mt::kFloat32).to_vector<float>();
     const std::vector<float> want = mt::tanh(vb.to(mt::kFloat32)).to(mt::kBFloat16).to(mt::kFloat32).to_vector<float>();
-    ASSERT_EQ(got, want) << "bf16, n " << n;
+    for (size_t i = 0; i < v.size(); ++i) ASSERT_LE(bf16_steps(got[i], want[i]), 1) << "bf16, n " << n;
   }
   const std::vector<float> t =
       mt::tanh(mt::from_vector(std::vector<float>{inf, -inf, std::nanf(""), -0.0f, 0.0f, 1e-40f})).to_vector<float>();
@@ -378,6 +378,7 @@ TEST(VectorBf16Result, EveryBf16InputWithinOneStepOfTheCorrectlyRoundedResult) {
       {"exp", [](const Tensor& t) { return mt::exp(t); }, [](double v) { return std::exp(v); }},
       {"sigmoid", [](const Tensor& t) { return mt::sigmoid(t); }, sigmoid_ref},
       {"silu", [](const Tensor& t) { return mt::silu(t); }, [](double v) { return v * sigmoid_ref(v); }},
+      {"tanh", [](const Tensor& t) { return mt::tanh(t); }, [](double v) { return std::tanh(v); }},
       {"gelu tanh", [](const Tensor& t) { return mt::gelu(t, "tanh"); },
        [](double v) { return v * sigmoid_ref(2 * 0.79788456080286535588 * (v + 0.044715 * v * v * v)); }},
   };
