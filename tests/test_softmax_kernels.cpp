@@ -3,7 +3,6 @@
 // and cross_entropy keep log(sum)), a bf16 input under autocast read without an fp32 copy,
 // and `where` with broadcast masks against a scalar loop.
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "test_util.h"
@@ -217,12 +216,6 @@ TEST(WhereKernel, BroadcastMaskMatchesScalarLoop) {
 // keeps the fp32 exp (g - exp(y) sum(g) cancels): into bf16 it is within a bf16 step of the double formula.
 TEST(SoftmaxKernels, Bf16OutputWithinOneStepOfTheFp32Kernel) {
   mt::manual_seed(5);
-  auto steps = [](float a, float b) {  // bf16 steps between two bf16 values of the same sign
-    uint32_t ua, ub;
-    std::memcpy(&ua, &a, 4);
-    std::memcpy(&ub, &b, 4);
-    return std::abs(int64_t(ua >> 16) - int64_t(ub >> 16));
-  };
   for (const auto& [shape, dim] : std::vector<std::pair<mt::Shape, int64_t>>{
            {{24, 256}, 1}, {{3, 5000}, 1}, {{4, 300, 40}, 1}, {{2, 64, 130}, 1}}) {
     Tensor x = mt::randn(shape) * 3.0;
@@ -233,8 +226,9 @@ TEST(SoftmaxKernels, Bf16OutputWithinOneStepOfTheFp32Kernel) {
       const std::vector<float> got = op(xb).to(mt::kFloat32).to_vector<float>();
       const std::vector<float> want = op(xb.to(mt::kFloat32)).to(mt::kBFloat16).to(mt::kFloat32).to_vector<float>();
       for (size_t i = 0; i < got.size(); ++i)
-        ASSERT_LE(steps(got[i], want[i]), 1) << (log ? "log_softmax " : "softmax ") << mt::shape_str(shape) << " at "
-                                             << i << ": " << got[i] << ", fp32 " << want[i];
+        ASSERT_LE(mt::test::bf16_steps(got[i], want[i]), 1)
+            << (log ? "log_softmax " : "softmax ") << mt::shape_str(shape) << " at " << i << ": " << got[i] << ", fp32 "
+            << want[i];
     }
     Tensor xl = xb.detach().requires_grad_(true);
     const Tensor y = mt::log_softmax(xl, dim);

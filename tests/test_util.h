@@ -5,6 +5,9 @@
 #include <mantissa.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -44,6 +47,19 @@ inline const nlohmann::json& load_fixture(const std::string& name, const std::st
   std::ifstream f(std::string(MANTISSA_TEST_DIR) + "/fixtures/" + name);
   EXPECT_TRUE(f.good()) << "missing tests/fixtures/" << name << " (run " << generator << ")";
   return cache[name] = f.good() ? nlohmann::json::parse(f) : nlohmann::json::object();
+}
+
+// How many bf16 steps apart two values are that are exactly bf16 (ordered bit patterns: +-0
+// are 0 apart, 0 and the least denormal 1); NaN against anything but NaN is far apart.
+inline int64_t bf16_steps(float a, float b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b) ? 0 : 1 << 20;
+  auto ordered = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    const int64_t m = int64_t(u >> 16);
+    return m & 0x8000 ? -(m & 0x7FFF) : m;
+  };
+  return std::abs(ordered(a) - ordered(b));
 }
 
 // A two-level module tree (Net > block > fc, and head) for the profiler tests: input [*, 4],

@@ -10,6 +10,7 @@
 
 namespace mt = mantissa;
 using mt::Tensor;
+using mt::test::bf16_steps;
 
 namespace {
 
@@ -23,17 +24,12 @@ std::vector<float> erf_inputs() {
 
 double gelu_ref(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
 
-// How many bf16 steps apart two values are that are exactly bf16 (ordered bit patterns: +-0
-// are 0 apart, 0 and the least denormal 1); NaN against anything but NaN is far apart.
-int64_t bf16_steps(float a, float b) {
-  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b) ? 0 : 1 << 20;
-  auto ordered = [](float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    const int64_t m = int64_t(u >> 16);
-    return m & 0x8000 ? -(m & 0x7FFF) : m;
-  };
-  return std::abs(ordered(a) - ordered(b));
+// The bits of f rounded to the nearest bf16 (ties to even), NaN quieted.
+uint16_t bf16_rne_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return uint16_t(((u >> 16) & 0x8000u) | 0x7FC0u);
+  return uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
 }  // namespace
@@ -84,12 +80,6 @@ TEST(VectorErf, Bf16MatchesTheRoundedFp32Result) {
 // fp32 -> bf16 rounds to nearest even in every path, the AVX512-BF16 instruction included,
 // which flushes denormals by itself: vectors of 16 with and without a denormal, and a tail.
 TEST(VectorBf16Round, NearestEvenKeepsDenormals) {
-  auto rne = [](float f) -> uint16_t {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return uint16_t(((u >> 16) & 0x8000u) | 0x7FC0u);
-    return uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-  };
   std::vector<float> x;
   for (int i = 0; i < 48; ++i) x.push_back(1.0f + float(i) * 0x1p-9f);  // ties (odd multiples of 2^-9) and not
   for (float v : {1e-39f, -1e-39f, 1e-45f, 1.1754942e-38f, 0.0f, -0.0f, 3.4e38f, -3.4e38f}) x.push_back(v);
@@ -99,7 +89,7 @@ TEST(VectorBf16Round, NearestEvenKeepsDenormals) {
   x.push_back(5e-40f);  // in the tail
   const Tensor b = mt::from_vector(x).to(mt::kBFloat16);
   const auto* bits = static_cast<const uint16_t*>(b.raw_data());
-  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(bits[i], rne(x[i])) << "element " << i << ": " << x[i];
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(bits[i], bf16_rne_bits(x[i])) << "element " << i << ": " << x[i];
 }
 
 // math::exp_fast (gelu's backward, the CUDA nn kernels) and the CPU exp op (cpu::exp_floats:
@@ -340,11 +330,7 @@ Tensor every_bf16() {
 
 // d rounded to float, then to the nearest bf16 (ties to even), NaN kept.
 float round_to_bf16(double d) {
-  const float f = float(d);
-  if (std::isnan(f)) return f;
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u = ((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16) << 16;
+  const uint32_t u = uint32_t(bf16_rne_bits(float(d))) << 16;
   float r;
   std::memcpy(&r, &u, 4);
   return r;

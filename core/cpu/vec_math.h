@@ -50,7 +50,7 @@ using ResultPrecision = std::conditional_t<std::is_same_v<T, BFloat16>, Bf16Resu
 // polynomial, 1 + r + r^2 P(r): 15 operations, 1.24 ulp; 5 % slower). A vfixupimmps of the
 // infinities instead of the clamp gave inf for exp(-2e14), and vrangeps, a one-operation
 // clamp, returns the bound for NaN.
-inline __m512 exp16(__m512 x) {
+inline __m512 exp16(__m512 x, Fp32Result = {}) {
   constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), kNearest);
@@ -65,7 +65,6 @@ inline __m512 exp16(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
   return _mm512_scalef_ps(p, n);
 }
-inline __m512 exp16(__m512 x, Fp32Result) { return exp16(x); }
 
 // e^x = 2^t, t = x log2(e), for a bf16 result: 2^(t - round(t)) by a degree-4 polynomial whose
 // relative error is at most 3.6e-6 on [-1/2, 1/2] (Remez, with p(0) = 1 exactly, so that a
@@ -103,7 +102,7 @@ inline __m512 gelu_tanh_2u(__m512 x) {
 
 // The AVX-512 form of an elementwise functor, for those that have one (kHasVectorForm): the
 // unary ones of x, the backward ones of (g, x); R is the result's precision (Fp32Result,
-// Bf16Result), which picks the exp of those built on one.
+// Bf16Result), which picks the exp of those built on one and tanh's rational.
 template <typename R = Fp32Result>
 inline __m512 vector_form(math::Exp, __m512 x) {
   return exp16(x, R{});
