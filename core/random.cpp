@@ -168,12 +168,16 @@ Tensor dropout_with_seed(const Tensor& x, double p, uint64_t seed, Tensor* keep_
 }
 
 Tensor dropout_apply_kept(const Tensor& g, const Tensor& keep_bits, double p) {
-  MT_CHECK(keep_bits.dtype() == DType::UInt8 && keep_bits.numel() * 8 >= g.numel() && keep_bits.device() == g.device(),
+  // The kernels read the bits as whole 64-bit words (the CPU) or bytes up to the last word
+  // dropout_with_seed wrote: ceil(n / 64) * 8 bytes, as it allocates them.
+  const int64_t need = (g.numel() + 63) / 64 * 8;
+  MT_CHECK(keep_bits.dtype() == DType::UInt8 && keep_bits.numel() >= need && keep_bits.device() == g.device(),
            "dropout", "keep bits of ", keep_bits.numel(), " bytes (", dtype_name(keep_bits.dtype()), ", ",
-           keep_bits.device(), ") do not cover ", g.numel(), " elements on ", g.device());
-  const Tensor gc = launch::contiguous(g);
+           keep_bits.device(), ") do not cover ", g.numel(), " elements on ", g.device(), " (", need,
+           " bytes of uint8)");
+  const Tensor gc = launch::contiguous(g), bits = launch::contiguous(keep_bits);
   Tensor out = make_tensor(g.sizes(), g.dtype(), g.device());
-  backend_for(g.device()).dropout_backward(gc, keep_bits, out, p);
+  backend_for(g.device()).dropout_backward(gc, bits, out, p);
   return out;
 }
 

@@ -173,7 +173,8 @@ TEST(DropoutMask, FusedDropoutIsInputTimesMaskBitForBit) {
 
 // The keep bits that F::dropout saves for backward (1 bit per element instead of the mask):
 // bit i % 8 of byte i / 8 is whether element i was kept, for a size that ends mid-word; the
-// backward from them is g * mask; bits that do not cover g, or of another dtype, are an error.
+// backward from them is g * mask (also from a strided view of the bits); bits that do not cover
+// g's whole 64-bit words, or of another dtype, are an error.
 TEST(DropoutMask, KeepBitsMarkTheKeptElements) {
   const int64_t n = 1000;
   const double p = 0.3;
@@ -195,4 +196,10 @@ TEST(DropoutMask, KeepBitsMarkTheKeptElements) {
   EXPECT_EQ(mt::dropout_apply_kept(g, bits, p).to_vector<float>(), (g * m).to_vector<float>());
   EXPECT_THROW(mt::dropout_apply_kept(mt::randn({n + 200}), bits, p), mt::Error);
   EXPECT_THROW(mt::dropout_apply_kept(g, bits.to(mt::kInt32), p), mt::Error);
+  // Enough bits for n elements but not the whole last 64-bit word the CPU kernel reads.
+  EXPECT_THROW(mt::dropout_apply_kept(g, bits.slice(0, 0, (n + 7) / 8), p), mt::Error);
+  // A strided view of the right bytes is made contiguous first.
+  const mt::Tensor spread = mt::zeros({bits.numel(), 2}, {.dtype = mt::kUInt8});
+  spread.select(1, 0).copy_(bits);
+  EXPECT_EQ(mt::dropout_apply_kept(g, spread.select(1, 0), p).to_vector<float>(), (g * m).to_vector<float>());
 }
