@@ -588,15 +588,16 @@ void expect_permuting_copy_moves_every_element(mt::DType dt, const mt::Shape& sh
 }  // namespace
 
 // Copies that move the last dim (transposes made contiguous) go through 8 x 8, 16 x 16 and, for
-// 2- and 4-byte elements on AVX-512, 64 x 64 buffered blocks with partial edges: every element
-// checked, for block-multiple and ragged shapes.
+// 2- and 4-byte elements on AVX-512, 64 x 64 blocks with partial edges, written directly or
+// (destination rows 1-4 KiB apart, or an odd number of 2-byte elements) through a buffer:
+// every element checked, for block-multiple and ragged shapes.
 TEST(TensorCopy, PermutingCopiesMoveEveryElement) {
   struct Case {
     mt::Shape shape, perm;
   };
-  const std::vector<Case> cases = {{{130, 200}, {1, 0}},          {{64, 64}, {1, 0}},      {{2, 128, 192}, {0, 2, 1}},
-                                   {{3, 70, 129}, {0, 2, 1}},     {{5, 9, 17}, {2, 1, 0}}, {{65, 3, 64}, {2, 1, 0}},
-                                   {{2, 64, 3, 64}, {0, 3, 2, 1}}};
+  const std::vector<Case> cases = {{{130, 200}, {1, 0}},           {{64, 64}, {1, 0}},      {{2, 128, 192}, {0, 2, 1}},
+                                   {{3, 70, 129}, {0, 2, 1}},      {{5, 9, 17}, {2, 1, 0}}, {{65, 3, 64}, {2, 1, 0}},
+                                   {{2, 64, 3, 64}, {0, 3, 2, 1}}, {{256, 130}, {1, 0}},    {{1024, 96}, {1, 0}}};
   for (mt::DType dt : {mt::kFloat32, mt::kInt32, mt::kBFloat16, mt::kFloat64, mt::kInt64})
     for (const Case& c : cases) expect_permuting_copy_moves_every_element(dt, c.shape, c.perm);
 }

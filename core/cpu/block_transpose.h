@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -62,24 +63,25 @@ inline void block_transpose_8x8(const U* src, int64_t ss, U* dst, int64_t ds) {
 #endif
 
 #if defined(__AVX512F__)
-// 64 x 64 blocks of 2- and 4-byte elements through two stack buffers: the source's 64 row segments
-// copied in, 16 x 16 register transposes between the buffers (rows 80 apart), the 64
-// destination row segments copied out. Transposing in place between power-of-two strides
-// (a [1024, 1024] fp32 transpose: both sides 4 KB apart) ran 3-4x slower than with rows 4160
-// bytes apart, the lines of each tile contending for the same cache sets; the buffers keep
-// every strided access a whole 256-byte run.
+// 64 x 64 blocks of 2- and 4-byte elements through stack buffers: the source's 64 row segments
+// copied in, register transposes out of that buffer (rows 80 apart), and where the destination's
+// rows are a power of two of 1 KiB or more apart, into a second buffer whose 64 rows are copied
+// out. Transposing in place between power-of-two strides (a [1024, 1024] fp32 transpose: both
+// sides 4 KB apart) ran 3-4x slower than with rows 4160 bytes apart, the lines of each tile
+// contending for the same cache sets; the buffers keep every such strided access a whole
+// 128- or 256-byte run.
 template <typename U>
 constexpr bool has_block64_transpose = sizeof(U) == 2 || sizeof(U) == 4;
 
-// 16 x 16 floats: dst[j][i] = src[i][j], rows ss and ds floats apart. (GCC 12 reports its own
-// unpack intrinsics' "undefined" operand as uninitialized: a false warning, silenced here only.)
+// (GCC 12 reports its own unpack intrinsics' "undefined" operand as uninitialized: a false
+// warning, silenced here only.)
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
-inline void block_transpose_16x16(const float* s, int64_t ss, float* d, int64_t ds) {
-  __m512 r[16], t[16];
-  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(s + i * ss);
+// r: 16 rows of 16 floats (clobbered); stores column j of them as row j of d, rows ds floats apart.
+inline void transpose_16x16_store(__m512 r[16], float* d, int64_t ds) {
+  __m512 t[16];
   for (int i = 0; i < 16; i += 2) {  // pairs of rows interleaved
     t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
     t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
@@ -101,39 +103,83 @@ inline void block_transpose_16x16(const float* s, int64_t ss, float* d, int64_t 
     _mm512_storeu_ps(d + (k + 12) * ds, _mm512_shuffle_f32x4(hi_ab, hi_cd, 0xDD));
   }
 }
+
+// 16 x 16 floats: dst[j][i] = src[i][j], rows ss and ds floats apart.
+inline void block_transpose_16x16(const float* s, int64_t ss, float* d, int64_t ds) {
+  __m512 r[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(s + i * ss);
+  transpose_16x16_store(r, d, ds);
+}
+
+#if defined(__AVX512BW__)
+// 32 x 16 two-byte elements: dst[j][i] = src[i][j] for i < 32, j < 16, rows ss and ds elements
+// apart (ds even). Rows 2k and 2k + 1 interleaved by one vpermt2w make 16 dwords whose dword j is
+// column j's pair; the 16 x 16 dword transpose of those 16 vectors puts column j's 32 elements,
+// in row order, in dword row j. 16 + 56 operations per 512 elements where the 8 x 8 xmm
+// transposes take 320.
+inline void block_transpose_32x16(const uint16_t* s, int64_t ss, uint16_t* d, int64_t ds) {
+  // word 2 j <- a's word j, word 2 j + 1 <- b's word j (index 32 + j)
+  const __m512i pairs = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6, 37,
+                                         5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+  __m512 r[16];
+  for (int k = 0; k < 16; ++k) {
+    const __m512i a = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 2 * k * ss)));
+    const __m512i b =
+        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + (2 * k + 1) * ss)));
+    r[k] = _mm512_castsi512_ps(_mm512_permutex2var_epi16(a, pairs, b));
+  }
+  transpose_16x16_store(r, reinterpret_cast<float*>(d), ds / 2);
+}
+#endif
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
 
 // dst[j][i] = src[i][j] for a 64 x 64 block of 2- or 4-byte elements (moved as bits): 4-byte
-// ones by 16 x 16 zmm transposes, 2-byte ones by the 8 x 8 ones above. `stream`: the rows go
-// out by non-temporal stores where dst's rows are 64-byte aligned (no read of the destination
-// lines first, which a transpose too large for the caches pays on every line; the caller
-// issues _mm_sfence before the result is read).
+// ones by 16 x 16 zmm transposes, 2-byte ones by the 32 x 16 ones (the 8 x 8 xmm ones without
+// AVX512BW). `stream`: the rows go out by non-temporal stores where dst's rows are 64-byte
+// aligned (no read of the destination lines first, which a transpose too large for the caches
+// pays on every line; the caller issues _mm_sfence before the result is read).
 template <typename U>
 inline void block_transpose_64x64(const U* src, int64_t ss, U* dst, int64_t ds, bool stream = false) {
   static_assert(sizeof(U) == 4 || sizeof(U) == 2);
   constexpr int64_t kB = 64, kPitch = kB + 16;
   alignas(64) U a[kB * kPitch], b[kB * kPitch];
   for (int64_t i = 0; i < kB; ++i) std::memcpy(a + i * kPitch, src + i * ss, kB * sizeof(U));
+  // The rows go out through b when streamed, or when dst's rows are 4 KiB (or 1-2 KiB) apart:
+  // then 64 rows share a few cache sets and the tiles' partial lines evicted one another (fp32
+  // [1024, 1024]: 43 -> 19 GB/s written directly). Other strides take the register transposes'
+  // stores directly (fp32 [64, 1024]: 81 -> 90 GB/s, bf16 65 -> 78, one Zen 5 core).
+  const int64_t row_bytes = ds * int64_t(sizeof(U));
+  const bool streamed = stream && ((reinterpret_cast<uintptr_t>(dst) | uintptr_t(row_bytes)) & 63) == 0;
+  // (2-byte rows go out as dwords: an odd stride, too, through b.)
+  const bool buffered = streamed || std::gcd(row_bytes, int64_t(4096)) > 512 || row_bytes % 4 != 0;
+  U* out = buffered ? b : dst;
+  const int64_t os = buffered ? kPitch : ds;
   if constexpr (sizeof(U) == 4) {
     const float* fa = reinterpret_cast<const float*>(a);
-    float* fb = reinterpret_cast<float*>(b);
+    float* fb = reinterpret_cast<float*>(out);
     for (int64_t i = 0; i < kB; i += 16)
-      for (int64_t j = 0; j < kB; j += 16)
-        block_transpose_16x16(fa + i * kPitch + j, kPitch, fb + j * kPitch + i, kPitch);
+      for (int64_t j = 0; j < kB; j += 16) block_transpose_16x16(fa + i * kPitch + j, kPitch, fb + j * os + i, os);
   } else {
+#if defined(__AVX512BW__)
+    const uint16_t* ha = reinterpret_cast<const uint16_t*>(a);
+    uint16_t* hb = reinterpret_cast<uint16_t*>(out);
+    for (int64_t i = 0; i < kB; i += 32)
+      for (int64_t j = 0; j < kB; j += 16) block_transpose_32x16(ha + i * kPitch + j, kPitch, hb + j * os + i, os);
+#else
     for (int64_t i = 0; i < kB; i += 8)
-      for (int64_t j = 0; j < kB; j += 8) block_transpose_8x8(a + i * kPitch + j, kPitch, b + j * kPitch + i, kPitch);
+      for (int64_t j = 0; j < kB; j += 8) block_transpose_8x8(a + i * kPitch + j, kPitch, out + j * os + i, os);
+#endif
   }
-  if (stream && ((reinterpret_cast<uintptr_t>(dst) | uintptr_t(ds * int64_t(sizeof(U)))) & 63) == 0) {
+  if (streamed) {
     for (int64_t j = 0; j < kB; ++j)
       for (int64_t x = 0; x < kB * int64_t(sizeof(U)) / 64; ++x)
         _mm512_stream_ps(reinterpret_cast<float*>(dst + j * ds) + 16 * x,
                          _mm512_loadu_ps(reinterpret_cast<const float*>(b + j * kPitch) + 16 * x));
-    return;
+  } else if (buffered) {
+    for (int64_t j = 0; j < kB; ++j) std::memcpy(dst + j * ds, b + j * kPitch, kB * sizeof(U));
   }
-  for (int64_t j = 0; j < kB; ++j) std::memcpy(dst + j * ds, b + j * kPitch, kB * sizeof(U));
 }
 // Orders the streaming stores of block_transpose_64x64(..., true) before later loads and stores.
 inline void streaming_stores_done() { _mm_sfence(); }
