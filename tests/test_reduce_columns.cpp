@@ -228,7 +228,9 @@ TEST(ReduceColumns, ExtremeValuesKeepTheFirstOfEqualsAndNaN) {
             EXPECT_EQ(std::signbit(g[c]), std::signbit(w[c])) << what << " column " << c;
           }
         }
-        if (rows > 1) EXPECT_EQ(std::signbit(g[0]), true) << what;  // the first of -0 and +0
+        if (rows > 1) {
+          EXPECT_EQ(std::signbit(g[0]), true) << what;  // the first of -0 and +0
+        }
       }
     }
   }
