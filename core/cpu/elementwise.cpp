@@ -379,6 +379,14 @@ void copy_bits(const Tensor& src, const Tensor& dst) {
 
 }  // namespace
 
+bool kernels_use_avx512() {
+#if defined(__AVX512F__)
+  return true;
+#else
+  return false;
+#endif
+}
+
 void copy(const Tensor& src, const Tensor& dst) {
   if (src.dtype() == dst.dtype()) {
     if (same_layout_contiguous(src, dst)) {

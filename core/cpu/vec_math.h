@@ -41,6 +41,19 @@ template <typename T>
 using ResultPrecision = std::conditional_t<std::is_same_v<T, BFloat16>, Bf16Result, Fp32Result>;
 
 #if defined(__AVX512F__)
+// e^(r + n ln2_lo) 2^n for exp16's reduction, r = x - n ln2_hi: the low part of ln 2 added, the
+// polynomial, the scaling.
+inline __m512 exp_poly_scale(__m512 n, __m512 r) {
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(0.00140612409f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.00837901141f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.0416647755f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.166663662f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.50000006f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
 // e^x for 16 floats: n = round(x log2 e), r = x - n ln 2 (ln 2 in two parts, Cephes'), e^r by a
 // degree-6 polynomial with p(0) = 1 (Remez, 2.6e-9 relative on [-ln2/2, ln2/2]) in Horner form,
 // times 2^n by vscalefps, which gives expf's denormals below -87.3, 0 below -103.97 and inf
@@ -54,27 +67,12 @@ inline __m512 exp16(__m512 x, Fp32Result = {}) {
   constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), kNearest);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(0.00140612409f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.00837901141f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.0416647755f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.166663662f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.50000006f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
+  return exp_poly_scale(n, _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x));
 }
 
-// e^x = 2^t, t = x log2(e), for a bf16 result: 2^(t - round(t)) by a degree-4 polynomial whose
-// relative error is at most 3.6e-6 on [-1/2, 1/2] (Remez, with p(0) = 1 exactly, so that a
-// softmax row's maximum contributes exactly 1 and log_softmax's log(sum) keeps its relative
-// accuracy for a confident row), then times 2^round(t) by vscalefps. t's own rounding adds up to
-// 2^-24 |t| ln 2 (5e-6 at the ends of the range). vreduceps makes t - round(t) in one operation
-// and gives 0 for +-inf, so no clamp is needed: scalef by +-inf makes inf and 0, NaN stays NaN.
-inline __m512 exp16(__m512 x, Bf16Result) {
+// 2^t for exp16's bf16 form (below).
+inline __m512 exp2_bf16(__m512 t) {
   constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-  const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
   const __m512 n = _mm512_roundscale_ps(t, kNearest), f = _mm512_reduce_ps(t, kNearest);
   __m512 p = _mm512_set1_ps(0.00978291221f);
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.0559768826f));
@@ -83,12 +81,32 @@ inline __m512 exp16(__m512 x, Bf16Result) {
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
   return _mm512_scalef_ps(p, n);
 }
+// e^x = 2^t, t = x log2(e), for a bf16 result: 2^(t - round(t)) by a degree-4 polynomial whose
+// relative error is at most 3.6e-6 on [-1/2, 1/2] (Remez, with p(0) = 1 exactly, so that a
+// softmax row's maximum contributes exactly 1 and log_softmax's log(sum) keeps its relative
+// accuracy for a confident row), then times 2^round(t) by vscalefps. t's own rounding adds up to
+// 2^-24 |t| ln 2 (5e-6 at the ends of the range). vreduceps makes t - round(t) in one operation
+// and gives 0 for +-inf, so no clamp is needed: scalef by +-inf makes inf and 0, NaN stays NaN.
+inline __m512 exp16(__m512 x, Bf16Result) { return exp2_bf16(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f))); }
+
+// e^-x, bit for bit exp16(-x) without the negation: x clamped to [-89, 104], n = round(x (-log2 e))
+// (the same product as (-x) log2 e), r = -x - n ln 2 by fnmsub (the same sum, rounded once);
+// the bf16 form's t = x (-log2 e) likewise.
+inline __m512 exp16_neg(__m512 x, Fp32Result = {}) {
+  constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  x = _mm512_max_ps(_mm512_set1_ps(-89.0f), _mm512_min_ps(_mm512_set1_ps(104.0f), x));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(-1.44269504088896341f)), kNearest);
+  return exp_poly_scale(n, _mm512_fnmsub_ps(n, _mm512_set1_ps(0.693359375f), x));
+}
+inline __m512 exp16_neg(__m512 x, Bf16Result) {
+  return exp2_bf16(_mm512_mul_ps(x, _mm512_set1_ps(-1.44269504088896341f)));
+}
 
 // 1 / (1 + e^-x), as math::sigmoid: 0 below -88.7 (e^-x is inf), NaN kept.
 template <typename R = Fp32Result>
 inline __m512 sigmoid16(__m512 x) {
   const __m512 one = _mm512_set1_ps(1.0f);
-  return _mm512_div_ps(one, _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), x), R{})));
+  return _mm512_div_ps(one, _mm512_add_ps(one, exp16_neg(x, R{})));
 }
 
 // 2u for gelu's tanh form, u = sqrt(2/pi) (x + 0.044715 x^3): 0.5 (1 + tanh(u)) is
