@@ -209,7 +209,7 @@ TEST(WhereKernel, BroadcastMaskMatchesScalarLoop) {
   }
 }
 
-// A bf16 output takes the cheaper exp (core/cpu/vec_math.h, 3.6e-6): softmax and log_softmax
+// A bf16 output takes the cheaper exp (core/cpu/vec_math.h, 3.4e-6): softmax and log_softmax
 // into bf16 along the last dim (rows of 256 in groups, rows of 5000, longer than the row
 // buffer) and along a middle dim stay within one bf16 step of the fp32 kernels' results rounded
 // to bf16, a confident row's log-probability of -8e-5 included (exp(0) is exactly 1 in both). log_softmax's backward
