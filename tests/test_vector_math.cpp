@@ -1,5 +1,6 @@
 // The CPU's vectorized float math against double libm: erf (a rational interpolant, not libm's
 // erff) through the erf and gelu ops, fp32 and bf16, dense sweeps and the special values.
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -306,14 +307,13 @@ TEST(VectorSigmoid, SigmoidIsOneOverOnePlusExpOfMinusXBitForBit) {
       ASSERT_TRUE(std::isnan(got[i])) << "sigmoid(" << v[i] << ")";
       continue;
     }
-    uint32_t a = 0, b = 0;
-    std::memcpy(&a, &got[i], 4);
-    std::memcpy(&b, &want[i], 4);
-    ASSERT_EQ(a, b) << "sigmoid(" << v[i] << ") = " << got[i] << ", 1 / (1 + exp(-x)) = " << want[i];
+    ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+        << "sigmoid(" << v[i] << ") = " << got[i] << ", 1 / (1 + exp(-x)) = " << want[i];
   }
 }
 
-// gelu (erf form) and its backward through their AVX-512 forms (Eigen's packet erf, exp16):
+// gelu (erf form) and its backward through their AVX-512 forms (Eigen's rational erf with the
+// 1 / sqrt 2 folded in, exp16):
 // within a few ulp of the double formulas, relative to the size of the backward's two terms.
 TEST(VectorSigmoid, GeluErfAndBackwardMatchDouble) {
   std::vector<float> v;

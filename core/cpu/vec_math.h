@@ -87,9 +87,9 @@ inline __m512 exp2_bf16(__m512 t) {
 // rounds to 1 (x a denormal, or just below a row's maximum), gives 2^ceil(t) rather than the
 // polynomial's largest error), then times 2^floor(t) by vscalefps, which floors t itself:
 // vreduceps in round-down mode and vscalefps agree on the integer part, so no rounding operation
-// is needed (7 operations; with round-to-nearest on [-1/2, 1/2], 8 and 3.6e-6). t's own rounding adds up to
-// 2^-24 |t| ln 2 (5e-6 at the ends of the range). vreduceps gives 0 for +-inf, so no clamp is
-// needed: scalef by +-inf makes inf and 0, NaN stays NaN.
+// is needed (7 operations; with round-to-nearest on [-1/2, 1/2], 8 and 3.6e-6). t's own
+// rounding adds up to 2^-24 |t| ln 2 (5e-6 at the ends of the range). vreduceps gives 0 for
+// +-inf, so no clamp is needed: scalef by +-inf makes inf and 0, NaN stays NaN.
 inline __m512 exp16(__m512 x, Bf16Result) { return exp2_bf16(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f))); }
 
 // e^-x, bit for bit exp16(-x) without the negation: x clamped to [-89, 104], n = round(x (-log2 e))
@@ -200,18 +200,21 @@ inline __m512 erf_of_x_over_sqrt2(__m512 x) {
   q = _mm512_fmadd_ps(x2, q, _mm512_set1_ps(-1.426473912e-02f));
   return _mm512_div_ps(_mm512_mul_ps(x, p), q);
 }
-// x Phi(x), Phi(x) = 0.5 + 0.5 erf(x / sqrt 2) by one fma (one rounding where 0.5 x (1 + erf)
-// took two, and one operation fewer); gelu(-0) = -0 and gelu(-inf) = NaN, as torch.
+// Phi(x) = 0.5 + 0.5 erf(x / sqrt 2), the standard normal CDF, by one fma (one rounding where
+// 0.5 x (1 + erf) took two for gelu, and one operation fewer).
+inline __m512 normal_cdf16(__m512 x) {
+  const __m512 half = _mm512_set1_ps(0.5f);
+  return _mm512_fmadd_ps(erf_of_x_over_sqrt2(x), half, half);
+}
+// x Phi(x); gelu(-0) = -0 and gelu(-inf) = -inf * 0 = NaN, as torch.
 template <typename R = Fp32Result>
 inline __m512 vector_form(math::GeluErf, __m512 x) {
-  const __m512 half = _mm512_set1_ps(0.5f);
-  return _mm512_mul_ps(x, _mm512_fmadd_ps(erf_of_x_over_sqrt2(x), half, half));
+  return _mm512_mul_ps(x, normal_cdf16(x));
 }
 // g (Phi(x) + x phi(x)), the density's exp by exp16.
 template <typename R = Fp32Result>
 inline __m512 vector_form(math::GeluErfBackward, __m512 g, __m512 x) {
-  const __m512 half = _mm512_set1_ps(0.5f);
-  const __m512 cdf = _mm512_fmadd_ps(erf_of_x_over_sqrt2(x), half, half);
+  const __m512 cdf = normal_cdf16(x);
   const __m512 pdf = _mm512_mul_ps(exp16(_mm512_mul_ps(_mm512_mul_ps(x, x), _mm512_set1_ps(-0.5f)), R{}),
                                    _mm512_set1_ps(0.39894228040143267794f));
   return _mm512_mul_ps(g, _mm512_fmadd_ps(x, pdf, cdf));
