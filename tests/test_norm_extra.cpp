@@ -128,6 +128,28 @@ TEST(NormExtra, LayerNormLongRowsMatchFloat64) {
   }
 }
 
+// A bf16 layer norm computes in fp32 from its exactly widened input and rounds once, so its
+// output and input gradient are the fp32 op's on the same values, rounded to bf16, bit for bit:
+// rows shorter than, a multiple of, and not a multiple of the 32 elements that the AVX-512 path
+// normalizes and rounds in one pass (the rest through the fp32 buffer).
+TEST(NormExtra, Bf16LayerNormIsTheFp32OneRounded) {
+  mt::manual_seed(21);
+  for (int64_t n : {7, 64, 200, 1029}) {
+    const Tensor x = (mt::randn({3, n}) * 2.0 + 0.5).to(mt::kBFloat16), gy = mt::randn({3, n}).to(mt::kBFloat16);
+    const Tensor w = mt::randn({n}).to(mt::kBFloat16), b = mt::randn({n}).to(mt::kBFloat16);
+    auto run = [&](mt::DType dt) {
+      Tensor xt = x.to(dt).clone().requires_grad_();
+      Tensor y = F::layer_norm(xt, {n}, w.to(dt), b.to(dt));
+      y.backward(gy.to(dt));
+      return std::pair{y.to(mt::kBFloat16), xt.grad().to(mt::kBFloat16)};
+    };
+    const auto [y16, gx16] = run(mt::kBFloat16);
+    const auto [y32, gx32] = run(mt::kFloat32);
+    EXPECT_TRUE(same(y16, y32)) << "y, n " << n;
+    EXPECT_TRUE(same(gx16, gx32)) << "gx, n " << n;
+  }
+}
+
 // The forward kernel normalizes up to 4 rows at a time, phase by phase (bf16/fp16: as many as
 // their fp32 copies fit in 8192 floats): every row of a tensor gives the same bits as that row
 // alone, with and without weight and bias, for row counts that leave a partial group, rows

@@ -472,6 +472,18 @@ void for_each_row(const Shape& shape_in, const std::array<Shape, N>& strides_in,
   });
 }
 
+#if defined(__AVX512F__)
+// 16 elements of p as floats (masked-off lanes 0); float or bf16 (widened through its bits).
+template <typename T>
+inline __m512 load16(const T* p, __mmask16 m = 0xFFFF) {
+  if constexpr (std::is_same_v<T, float>)
+    return _mm512_maskz_loadu_ps(m, p);
+  else
+    return _mm512_castsi512_ps(_mm512_slli_epi32(
+        _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(p))), 16));
+}
+#endif
+
 // Row sums in kSumLanes partial sums (four AVX-512 registers of floats): a row's reduction as
 // one vector add chain (`omp simd reduction`) waited on each add's latency (the fp32 layer norm
 // at 40 % of memcpy, bf16 at 15 %; var over rows at 30 %).
@@ -499,12 +511,35 @@ A add_lanes(A* acc) {
   return acc[0];
 }
 
+#if defined(__AVX512F__)
+template <typename F>
+constexpr bool kTakes16Floats = requires(F f, __m512 v) {
+  _mm512_add_ps(v, f(v));
+};
+#endif
+
 // sum of f(a[i]) for i < n in kSumLanes partial sums. With `copy`, a[i] (bf16/fp16 widened) is
 // also written to copy[i]: a narrow row is widened in the pass that sums it.
 template <typename T, typename F>
 float sum_wide(const T* a, int64_t n, F f, float* copy = nullptr) {
   alignas(64) float acc[kSumLanes] = {};
   int64_t i = 0;
+#if defined(__AVX512F__)
+  // The same lanes in four registers when f also takes 16 floats at once (a generic lambda):
+  // GCC kept the array above in memory for some f (layer norm's centred squares), and each
+  // iteration then waited on a store and a reload of the sums.
+  if constexpr ((std::is_same_v<T, float> || std::is_same_v<T, BFloat16>)&&kTakes16Floats<F>) {
+    __m512 s[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (; i + kSumLanes <= n; i += kSumLanes) {
+      for (int k = 0; k < 4; ++k) {
+        const __m512 v = load16(a + i + 16 * k);
+        if (copy) _mm512_storeu_ps(copy + i + 16 * k, v);
+        s[k] = _mm512_add_ps(s[k], f(v));
+      }
+    }
+    for (int k = 0; k < 4; ++k) _mm512_store_ps(acc + 16 * k, s[k]);
+  }
+#endif
   for (; i + kSumLanes <= n; i += kSumLanes) {
     if (copy) {
 #pragma omp simd

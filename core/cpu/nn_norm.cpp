@@ -84,17 +84,17 @@ void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps, c
               const T* xr = X + (r0 + k) * n;
               if constexpr (std::is_same_v<T, float>) {
                 u[k] = xr;
-                m[k] = sum_wide(xr, n, [](float v) { return v; }) / float(n);
+                m[k] = sum_wide(xr, n, [](auto v) { return v; }) / float(n);
               } else {
                 u[k] = buf + k * n;
                 m[k] = sum_wide(
-                           xr, n, [](float v) { return v; }, buf + k * n) /
+                           xr, n, [](auto v) { return v; }, buf + k * n) /
                        float(n);
               }
             }
             for (int64_t k = 0; k < rows; ++k) {
               const float mk = m[k];
-              const float v = sum_wide(u[k], n, [mk](float a) { return (a - mk) * (a - mk); }) / float(n);
+              const float v = sum_wide(u[k], n, [mk](auto a) { return (a - mk) * (a - mk); }) / float(n);
               rs[k] = math::inv_std(v, float(eps));
               Mp[r0 + k] = mk;
               Rp[r0 + k] = rs[k];
@@ -107,6 +107,22 @@ void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps, c
               if constexpr (!std::is_same_v<T, float>) {
                 if (wp && bp) {  // normalized in the fp32 copy, then one rounding pass (vcvtneps2bf16)
                   float* bk = buf + k * n;
+#if defined(__AVX512BF16__)
+                  if constexpr (std::is_same_v<T, BFloat16>) {  // both in one pass, 32 at a time
+                    const __m512 vm = _mm512_set1_ps(mk), vr = _mm512_set1_ps(rk);
+                    auto affine = [&](int64_t i) {
+                      const __m512 h = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(bk + i), vm), vr);
+                      return _mm512_fmadd_ps(h, _mm512_loadu_ps(wp + i), _mm512_loadu_ps(bp + i));
+                    };
+                    int64_t i = 0;
+                    for (; i + 32 <= n; i += 32)
+                      store_bf16x32(affine(i), affine(i + 16), reinterpret_cast<uint16_t*>(yr) + i);
+#pragma omp simd
+                    for (int64_t j = i; j < n; ++j) bk[j] = math::normalize(bk[j], mk, rk) * wp[j] + bp[j];
+                    narrow_block(bk + i, yr + i, n - i);
+                    continue;
+                  }
+#endif
 #pragma omp simd
                   for (int64_t i = 0; i < n; ++i) bk[i] = math::normalize(bk[i], mk, rk) * wp[i] + bp[i];
                   narrow_block(bk, yr, n);
@@ -213,10 +229,23 @@ void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
                                      mgx);
         };
         if constexpr (kUseAccBlocks<T, T, A>) {  // in an fp32 buffer, then one rounding pass (vcvtneps2bf16)
+          int64_t i = 0;
+#if defined(__AVX512BF16__)
+          if constexpr (std::is_same_v<T, BFloat16>) {  // bf16: both in one pass, 32 at a time, as gx_at
+            const __m512 vm = _mm512_set1_ps(m), vrs = _mm512_set1_ps(rs), vmg = _mm512_set1_ps(mg);
+            const __m512 vmgx = _mm512_set1_ps(mgx);
+            auto gx16 = [&](int64_t j) {
+              const __m512 g = _mm512_mul_ps(load16(gr + j), _mm512_loadu_ps(wv + j));
+              const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(load16(xr + j), vm), vrs);
+              return _mm512_mul_ps(vrs, _mm512_fnmadd_ps(xh, vmgx, _mm512_sub_ps(g, vmg)));
+            };
+            for (; i + 32 <= n; i += 32) store_bf16x32(gx16(i), gx16(i + 16), reinterpret_cast<uint16_t*>(gxr) + i);
+          }
+#endif
           A* q = narrow.data();
 #pragma omp simd
-          for (int64_t i = 0; i < n; ++i) q[i] = gx_at(i);
-          narrow_block(q, gxr, n);
+          for (int64_t j = i; j < n; ++j) q[j] = gx_at(j);
+          narrow_block(q + i, gxr + i, n - i);
         } else {
 #pragma omp simd
           for (int64_t i = 0; i < n; ++i) store_acc(gxr, i, gx_at(i));

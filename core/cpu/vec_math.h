@@ -249,15 +249,6 @@ constexpr bool kHasBinaryVectorForm = false;
 #endif
 
 #if defined(__AVX512F__)
-// 16 elements of p as floats (masked-off lanes 0); float or bf16 (widened through its bits).
-template <typename T>
-inline __m512 load16(const T* p, __mmask16 m = 0xFFFF) {
-  if constexpr (std::is_same_v<T, float>)
-    return _mm512_maskz_loadu_ps(m, p);
-  else
-    return _mm512_castsi512_ps(_mm512_slli_epi32(
-        _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(p))), 16));
-}
 #endif
 
 // y[i] = e^(x[i] - shift) for i in [0, n), x float or bf16 (widened as it is read); y may be x.
