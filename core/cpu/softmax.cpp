@@ -116,13 +116,13 @@ inline float row_max(const T* p, int64_t n) {
 // e[i] = exp(p[i] - mx) for i < n, returning their sum in exp_floats' order when Sum; a fp16
 // row is widened into e first (exp_floats reads fp32 and bf16 itself). R: the precision of the
 // output the exps go into (a bf16 output takes the cheaper exp, vec_math.h).
-template <bool Sum = true, typename R = Fp32Result, typename T>
+template <bool Sum = true, typename R = Fp32Result, bool Store = true, typename T>
 float row_exps(const T* p, float* e, int64_t n, float mx) {
   if constexpr (std::is_same_v<T, Half>) {
     widen_block(p, e, n);
-    return exp_floats<Sum, R>(e, e, n, mx);
+    return exp_floats<Sum, R, Store>(e, e, n, mx);
   } else {
-    return exp_floats<Sum, R>(p, e, n, mx);
+    return exp_floats<Sum, R, Store>(p, e, n, mx);
   }
 }
 
@@ -205,7 +205,8 @@ void softmax_row_group(const T* x, O* y, int64_t rows, int64_t n, bool log) {
   constexpr bool kFloatOut = std::is_same_v<O, float>;
   for (int64_t r = 0; r < rows; ++r) {
     float* e = log ? buffer : kFloatOut ? reinterpret_cast<float*>(y) + r * n : buffer + r * n;
-    sum[r] = row_exps<true, ResultPrecision<O>>(x + r * n, e, n, mx[r]);
+    sum[r] = log ? row_exps<true, ResultPrecision<O>, false>(x + r * n, e, n, mx[r])
+                 : row_exps<true, ResultPrecision<O>>(x + r * n, e, n, mx[r]);
     prefetch_lines(x + (rows + r) * n, n * sizeof(T));  // the next group's row r
   }
   for (int64_t r = 0; r < rows; ++r) sum[r] = log ? std::log(sum[r]) : 1.0f / sum[r];
@@ -215,9 +216,17 @@ void softmax_row_group(const T* x, O* y, int64_t rows, int64_t n, bool log) {
     if (log) {  // NOLINT(bugprone-branch-clone): the loops differ; clang-tidy 14 compares omp simd without them
       if constexpr (std::is_same_v<O, BFloat16>) {  // in the buffer, then narrow_block's vector rounding
         float* b = buffer + r * n;
+        int64_t i = 0;
+#if defined(__AVX512BF16__)
+        if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, float>) {  // both in one pass
+          const __m512 vm = _mm512_set1_ps(mx[r]), vs = _mm512_set1_ps(sum[r]);
+          auto at = [&](int64_t k) { return _mm512_sub_ps(_mm512_sub_ps(load16(p + k), vm), vs); };
+          for (; i + 32 <= n; i += 32) store_bf16x32(at(i), at(i + 16), reinterpret_cast<uint16_t*>(q) + i);
+        }
+#endif
 #pragma omp simd
-        for (int64_t i = 0; i < n; ++i) b[i] = (load_float(p, i) - mx[r]) - sum[r];
-        narrow_block(b, q, n);
+        for (int64_t k = i; k < n; ++k) b[k] = (load_float(p, k) - mx[r]) - sum[r];
+        narrow_block(b + i, q + i, n - i);
       } else {
 #pragma omp simd
         for (int64_t i = 0; i < n; ++i) store_float(q, i, (load_float(p, i) - mx[r]) - sum[r]);

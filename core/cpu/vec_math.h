@@ -255,7 +255,8 @@ constexpr bool kHasBinaryVectorForm = false;
 // Returns the sum of the y[i] when Sum (softmax's denominator, added as the exps are made: two
 // accumulators of alternate vectors, then the tail, so the order depends on n only). R: the
 // precision of the results the exps go into (Bf16Result: exp16's cheaper twin on AVX-512).
-template <bool Sum = false, typename R = Fp32Result, typename T>
+// Store = false: only the sum is wanted (log_softmax), y is scratch that AVX-512 does not touch.
+template <bool Sum = false, typename R = Fp32Result, bool Store = true, typename T>
 inline float exp_floats(const T* x, float* y, int64_t n, float shift = 0.0f) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, BFloat16>, "exp_floats reads float or bf16");
   int64_t i = 0;
@@ -265,8 +266,10 @@ inline float exp_floats(const T* x, float* y, int64_t n, float shift = 0.0f) {
   for (; i + 32 <= n; i += 32) {
     const __m512 e0 = exp16(_mm512_sub_ps(load16(x + i), s), R{});
     const __m512 e1 = exp16(_mm512_sub_ps(load16(x + i + 16), s), R{});
-    _mm512_storeu_ps(y + i, e0);
-    _mm512_storeu_ps(y + i + 16, e1);
+    if constexpr (Store) {
+      _mm512_storeu_ps(y + i, e0);
+      _mm512_storeu_ps(y + i + 16, e1);
+    }
     if constexpr (Sum) {
       a0 = _mm512_add_ps(a0, e0);
       a1 = _mm512_add_ps(a1, e1);
@@ -275,7 +278,7 @@ inline float exp_floats(const T* x, float* y, int64_t n, float shift = 0.0f) {
   for (; i < n; i += 16) {  // the last 1-31; masked-off lanes add 0
     const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
     const __m512 e = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(load16(x + i, m), s), R{}));
-    _mm512_mask_storeu_ps(y + i, m, e);
+    if constexpr (Store) _mm512_mask_storeu_ps(y + i, m, e);
     if constexpr (Sum) a0 = _mm512_add_ps(a0, e);
   }
   if constexpr (Sum) return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
