@@ -65,7 +65,7 @@ TEST(DropoutMask, KeepsOneMinusPScaled) {
 }
 
 // Every element of the mask is the scalar draw philox_uniform(seed, i) < 1 - p (the vector
-// kernels run 16 blocks across registers): sizes that end inside a block and inside a 64-element
+// kernels run 32 blocks across registers): sizes that end inside a block and inside a 64-element
 // chunk, one above the parallel grain (so a thread's range starts mid-chunk), each dtype.
 TEST(DropoutMask, EqualsTheScalarDraw) {
   const double p = 0.35;
