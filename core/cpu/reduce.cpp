@@ -381,14 +381,16 @@ inline void for_column_parts(int64_t nc, Body&& body) {
 // caller's.
 template <int R, typename Body>
 inline void for_bf16_word_vectors(const BFloat16* const (&row)[R], int64_t h, Body&& body) {
-  for (int64_t k = 0; k < h; k += 16) {
-    const __mmask16 m = h - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (h - k)) - 1);
+  // The full vectors with a constant mask, which the compiler turns into plain loads and stores:
+  // masked ones of a full vector cost more on Zen 5 (bf16 column var +15 %, max +12 %).
+  auto step = [&](int64_t k, __mmask16 m) {
     __m512 even[R], odd[R];
-    for (int r = 0; r < R; ++r) {
-      bf16_words_as_floats(_mm512_maskz_loadu_epi32(m, row[r] + 2 * k), even[r], odd[r]);
-    }
+    for (int r = 0; r < R; ++r) bf16_words_as_floats(_mm512_maskz_loadu_epi32(m, row[r] + 2 * k), even[r], odd[r]);
     body(even, odd, k, m);
-  }
+  };
+  int64_t k = 0;
+  for (; k + 16 <= h; k += 16) step(k, __mmask16(0xFFFF));
+  if (k < h) step(k, __mmask16((1u << (h - k)) - 1));
 }
 #endif
 
