@@ -248,9 +248,6 @@ template <typename F>
 constexpr bool kHasBinaryVectorForm = false;
 #endif
 
-#if defined(__AVX512F__)
-#endif
-
 // y[i] = e^(x[i] - shift) for i in [0, n), x float or bf16 (widened as it is read); y may be x.
 // Returns the sum of the y[i] when Sum (softmax's denominator, added as the exps are made: two
 // accumulators of alternate vectors, then the tail, so the order depends on n only). R: the
