@@ -184,6 +184,46 @@ TEST(SoftmaxKernels, RowGroupsAndLongRows) {
   }
 }
 
+// Last-dim softmax rows of 128 to 2048 run software-pipelined on AVX-512 (a row's maximum, the
+// next row's exps and the one before's output in one loop; first and last rows outside it): rows
+// ending in a partial 32 (1, 17) or not, several tasks' worth of rows, a row of -inf (NaN, as
+// torch), a half-masked row (exact zeros) and a row holding a NaN (NaN, its neighbours not), in
+// fp32 and bf16. Every row equals the same row's softmax computed alone, bit for bit, and the
+// float64 loops within the dtype's tolerance.
+TEST(SoftmaxKernels, PipelinedRowsMatchRowsAlone) {
+  mt::manual_seed(11);
+  for (const int64_t n : {int64_t(128), int64_t(145), int64_t(161), int64_t(2048)}) {
+    const int64_t rows = n == 2048 ? 9 : 300;
+    Tensor x = mt::randn({rows, n}) * 3.0;
+    x.select(0, 1).fill_(-INFINITY);
+    x.select(0, 2).narrow(0, 0, n / 2).fill_(-INFINITY);
+    x.select(0, 4).select(0, n - 1).fill_(NAN);
+    for (mt::DType dt : {mt::kFloat32, mt::kBFloat16}) {
+      const std::string what = std::string("softmax ") + mt::dtype_name(dt) + " rows of " + std::to_string(n);
+      const Tensor xt = x.to(dt);
+      const std::vector<float> y = mt::softmax(xt, 1).to(mt::kFloat32).to_vector<float>();
+      const std::vector<double> want =
+          reference_softmax(xt.to(mt::kFloat64).to_vector<double>(), {1, rows, n}, 2, false);
+      const double tol = dt == mt::kFloat32 ? 2e-6 : 8e-3;
+      for (int64_t r = 0; r < rows; ++r) {
+        const std::vector<float> alone = mt::softmax(xt.narrow(0, r, 1), 1).to(mt::kFloat32).to_vector<float>();
+        for (int64_t i = 0; i < n; ++i) {
+          const float got = y[r * n + i];
+          const bool nan_row = r == 1 || r == 4;
+          ASSERT_EQ(std::isnan(got), nan_row) << what << " row " << r << " at " << i;
+          if (nan_row) continue;
+          ASSERT_EQ(got, alone[i]) << what << " row " << r << " at " << i << " against the row alone";
+          if (r == 2 && i < n / 2) {
+            ASSERT_EQ(got, 0.0f) << what << ": a masked element";
+          }
+          ASSERT_NEAR(got, want[r * n + i], tol * (1 + std::fabs(want[r * n + i])))
+              << what << " row " << r << " at " << i;
+        }
+      }
+    }
+  }
+}
+
 // where over [B, H, T, T] with a [1, 1, T, T] mask, a scalar fill and non-unit strides, every
 // element size, against a scalar loop.
 TEST(WhereKernel, BroadcastMaskMatchesScalarLoop) {

@@ -1,7 +1,8 @@
 // CPU softmax / log_softmax along the middle dim of a contiguous [outer, n, inner] view,
-// forward and backward, without a transposing copy: with inner == 1 a task walks groups of
-// whole rows, phase by phase across the group, otherwise it walks a block of kCols adjacent
-// columns down the n dim, vectorized across them.
+// forward and backward, without a transposing copy: with inner == 1 a task walks its rows
+// software-pipelined (softmax of rows of 128-2048 on AVX-512) or in groups, phase by phase
+// across the group; otherwise it walks a block of kCols adjacent columns down the n dim,
+// vectorized across them.
 // fp32 math takes its exps from exp_floats (core/cpu/vec_math.h) over a row or a column block
 // of differences x - max; the rest are `omp simd` loops that read bf16 through its bits, so a
 // bf16 input feeding the fp32 softmax of autocast is widened on the way (double: libm's exp).
@@ -206,12 +207,13 @@ void softmax_row(const T* p, O* q, int64_t n, bool log) {
   }
 }
 
-// fp32 rows of up to kRowBuffer go up to kRowGroup at a time (as many as fit the buffer), phase
-// by phase: the maxima of all, then their exps and sums, then the scaling. Row by row, each
-// row's reductions and division were a chain that the next row's vector work did not overlap
-// (bf16 rows of 256: +30 %). A row's exps stay in the buffer (or the fp32 output) between the
-// phases, so each is computed once, and the sum's order is exp_floats' for the row's length.
-// rows rows of n, rows * n <= kRowBuffer, rows <= kRowGroup: x[r * n + i] -> y[r * n + i].
+// fp32 rows of up to kRowBuffer that softmax_rows_pipelined (below) does not take (log_softmax,
+// rows shorter than 128 or longer than 2048, fp16, CPUs without AVX-512) go up to kRowGroup at
+// a time (as many as fit the buffer), phase by phase: the maxima of all, then their exps and
+// sums, then the scaling. Row by row, each row's reductions and division were a chain that the
+// next row's vector work did not overlap (bf16 rows of 256: +30 %). A row's exps stay in the buffer (or the fp32
+// output) between the phases, so each is computed once, and the sum's order is exp_floats' for the row's length. rows
+// rows of n, rows * n <= kRowBuffer, rows <= kRowGroup: x[r * n + i] -> y[r * n + i].
 template <typename T, typename O>
 void softmax_row_group(const T* x, O* y, int64_t rows, int64_t n, bool log) {
   alignas(64) float buffer[kRowBuffer];
@@ -254,6 +256,108 @@ void softmax_row_group(const T* x, O* y, int64_t rows, int64_t n, bool log) {
     }
   }
 }
+
+#if defined(__AVX512F__)
+// Rows from kPipelinedRowMin to kPipelinedRow long go through softmax_rows_pipelined when T and
+// O are float or bf16 (a bf16 output needs AVX512-BF16 for its rounding).
+constexpr int64_t kPipelinedRowMin = 128, kPipelinedRow = kRowBuffer / 2;
+template <typename T, typename O>
+constexpr bool kPipelined = (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>)&&(std::is_same_v<O, float>
+#if defined(__AVX512BF16__)
+                                                                                        || std::is_same_v<O, BFloat16>
+#endif
+);
+
+// rows rows of n, kPipelinedRowMin <= n <= kPipelinedRow: x[r * n + i] -> y[r * n + i], in fp32
+// math, software-pipelined by row: step r takes row r + 2's maximum, row r + 1's exps and sum,
+// and row r's output, 32 elements of each per iteration. Phase by phase (softmax_row_group) the
+// exps' long dependency chains left the units idle that the maximum's loads and the output's
+// loads, scaling and stores now fill (Zen 5, one thread, 1M elements: fp32 rows of 256 / 512 /
+// 2048 +5-9 / 8 / 23-28 %, bf16 +3-7 / 5-8 / 10-15 %; rows of 128 even, hence the minimum).
+// log_softmax keeps the phases: its output pass re-reads x, and pipelined it was 2-7 % slower.
+// A row's exps wait for their scaling in the fp32 output or, for a bf16 output, in one half of
+// a two-row buffer. The same operations per element in the same order as softmax_row_group
+// (exp_floats' sum order, row_max's NaN rule), so the same results.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+template <typename T, typename O>
+void softmax_rows_pipelined(const T* x, O* y, int64_t rows, int64_t n) {
+  using R = ResultPrecision<O>;
+  constexpr bool kFloatOut = std::is_same_v<O, float>;
+  alignas(64) float ring[2][kPipelinedRow];
+  const int64_t full = n / 32 * 32;
+  const __m512 minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  float mx_b = 0, inv_c = 0;  // row r + 1's maximum, 1 / row r's sum
+  for (int64_t r = -2; r < rows; ++r) {
+    const bool a_on = r + 2 < rows, b_on = r + 1 >= 0 && r + 1 < rows, c_on = r >= 0;
+    const T* pa = x + (a_on ? r + 2 : 0) * n;
+    const T* pb = x + (b_on ? r + 1 : 0) * n;
+    O* qc = y + (c_on ? r : 0) * n;
+    // Row r + 1's exps: in the fp32 output or the buffer.
+    float* eb = kFloatOut ? reinterpret_cast<float*>(y) + (b_on ? r + 1 : 0) * n : ring[(r + 1) & 1];
+    float* ec = kFloatOut ? reinterpret_cast<float*>(qc) : ring[r & 1];
+    const __m512 sb = _mm512_set1_ps(mx_b), inv = _mm512_set1_ps(inv_c);
+    __m512 m0 = minus_inf, m1 = minus_inf, a0 = _mm512_setzero_ps(), a1 = a0;
+    auto max_step = [&](int64_t i) {
+      m0 = _mm512_max_ps(load16(pa + i), m0);
+      m1 = _mm512_max_ps(load16(pa + i + 16), m1);
+    };
+    auto exp_step = [&](int64_t i) {
+      const __m512 e0 = exp16(_mm512_sub_ps(load16(pb + i), sb), R{});
+      const __m512 e1 = exp16(_mm512_sub_ps(load16(pb + i + 16), sb), R{});
+      _mm512_storeu_ps(eb + i, e0);
+      _mm512_storeu_ps(eb + i + 16, e1);
+      a0 = _mm512_add_ps(a0, e0);
+      a1 = _mm512_add_ps(a1, e1);
+    };
+    auto out_step = [&](int64_t i) {
+      const __m512 o0 = _mm512_mul_ps(_mm512_loadu_ps(ec + i), inv),
+                   o1 = _mm512_mul_ps(_mm512_loadu_ps(ec + i + 16), inv);
+      if constexpr (kFloatOut) {
+        _mm512_storeu_ps(reinterpret_cast<float*>(qc) + i, o0);
+        _mm512_storeu_ps(reinterpret_cast<float*>(qc) + i + 16, o1);
+      } else {
+#if defined(__AVX512BF16__)
+        store_bf16x32(o0, o1, reinterpret_cast<uint16_t*>(qc) + i);
+#endif
+      }
+    };
+    if (a_on && b_on && c_on) {
+      for (int64_t i = 0; i < full; i += 32) {
+        max_step(i);
+        exp_step(i);
+        out_step(i);
+      }
+    } else {  // the pipeline's first two and last two steps
+      for (int64_t i = 0; a_on && i < full; i += 32) max_step(i);
+      for (int64_t i = 0; b_on && i < full; i += 32) exp_step(i);
+      for (int64_t i = 0; c_on && i < full; i += 32) out_step(i);
+    }
+    // The last 1-31 of each row, 16 at a time, as row_max, exp_floats and softmax_row_group.
+    for (int64_t i = full; a_on && i < n; i += 16) {
+      const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+      m0 = _mm512_mask_max_ps(m0, m, load16(pa + i, m), m0);
+    }
+    for (int64_t i = full; b_on && i < n; i += 16) {
+      const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+      const __m512 e = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(load16(pb + i, m), sb), R{}));
+      _mm512_mask_storeu_ps(eb + i, m, e);
+      a0 = _mm512_add_ps(a0, e);
+    }
+    if (c_on && full < n) {
+      if constexpr (kFloatOut) {
+        for (int64_t k = full; k < n; ++k) ec[k] *= inv_c;
+      } else {
+        scale_narrow(ec + full, inv_c, qc + full, n - full);
+      }
+    }
+    if (b_on) inv_c = 1.0f / _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+    if (a_on) mx_b = math::softmax_shift(_mm512_reduce_max_ps(_mm512_max_ps(m0, m1)));
+  }
+}
+#pragma GCC diagnostic pop
+#endif
 
 // e[c] = exp(p[c] - mx[c]) for c < nc (exp(p[c]) when mx is null), in fp32: row_exps on the
 // input itself, or exp_floats on the shifted copy in e.
@@ -542,6 +646,15 @@ void softmax(const Tensor& in, const Tensor& out, bool log) {
       const T* x = static_cast<const T*>(in.raw_data());
       O* y = static_cast<O*>(out.raw_data());
       if constexpr (std::is_same_v<Acc, float>) {
+#if defined(__AVX512F__)
+        if constexpr (kPipelined<T, O>) {
+          if (!log && d.inner == 1 && d.n >= kPipelinedRowMin && d.n <= kPipelinedRow) {
+            parallel_for(0, d.outer, std::max<int64_t>(1, kParallelGrain / d.n),
+                         [&](int64_t b, int64_t e) { softmax_rows_pipelined(x + b * d.n, y + b * d.n, e - b, d.n); });
+            return;
+          }
+        }
+#endif
         if (d.inner == 1 && d.n <= kRowBuffer) {
           for_each_row_group(d, [&](int64_t at, int64_t rows) { softmax_row_group(x + at, y + at, rows, d.n, log); });
           return;
