@@ -83,7 +83,7 @@ struct Problem {
             alignas(64) float e[kExpChunk];
             for (int64_t j0 = 0; j0 < nk; j0 += kExpChunk) {
               const int64_t m = std::min(kExpChunk, nk - j0);
-              sum += exp_floats<true>(s + j0, e, m, mx);
+              sum += exp_floats<true, Fp32Result, true, true>(s + j0, e, m, mx);  // s - max <= 0
             }
           } else {
 #pragma omp simd reduction(+ : sum)
@@ -100,7 +100,7 @@ struct Problem {
       // P = exp(s - lse), not the sum pass's exps over their sum: the backward recomputes P
       // from the saved lse, and this way both passes give the same bits.
       if constexpr (std::is_same_v<A, float>) {
-        exp_floats(s, s, nk, row_lse);
+        exp_floats<false, Fp32Result, true, true>(s, s, nk, row_lse);  // s - lse <= 0
       } else {
 #pragma omp simd
         for (int64_t j = 0; j < nk; ++j) s[j] = math::exp_shifted_acc(s[j] - row_lse);

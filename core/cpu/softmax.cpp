@@ -116,14 +116,15 @@ inline float row_max(const T* p, int64_t n) {
 
 // e[i] = exp(p[i] - mx) for i < n, returning their sum in exp_floats' order when Sum; a fp16
 // row is widened into e first (exp_floats reads fp32 and bf16 itself). R: the precision of the
-// output the exps go into (a bf16 output takes the cheaper exp, vec_math.h).
-template <bool Sum = true, typename R = Fp32Result, bool Store = true, typename T>
+// output the exps go into (a bf16 output takes the cheaper exp, vec_math.h). NonPositive: mx is
+// the row's maximum, so p[i] - mx <= 0 (exp_floats skips a bound).
+template <bool Sum = true, typename R = Fp32Result, bool Store = true, bool NonPositive = true, typename T>
 float row_exps(const T* p, float* e, int64_t n, float mx) {
   if constexpr (std::is_same_v<T, Half>) {
     widen_block(p, e, n);
-    return exp_floats<Sum, R, Store>(e, e, n, mx);
+    return exp_floats<Sum, R, Store, NonPositive>(e, e, n, mx);
   } else {
-    return exp_floats<Sum, R, Store>(p, e, n, mx);
+    return exp_floats<Sum, R, Store, NonPositive>(p, e, n, mx);
   }
 }
 
@@ -304,8 +305,8 @@ void softmax_rows_pipelined(const T* x, O* y, int64_t rows, int64_t n) {
       m1 = _mm512_max_ps(load16(pa + i + 16), m1);
     };
     auto exp_step = [&](int64_t i) {
-      const __m512 e0 = exp16(_mm512_sub_ps(load16(pb + i), sb), R{});
-      const __m512 e1 = exp16(_mm512_sub_ps(load16(pb + i + 16), sb), R{});
+      const __m512 e0 = exp16_nonpositive(_mm512_sub_ps(load16(pb + i), sb), R{});
+      const __m512 e1 = exp16_nonpositive(_mm512_sub_ps(load16(pb + i + 16), sb), R{});
       _mm512_storeu_ps(eb + i, e0);
       _mm512_storeu_ps(eb + i + 16, e1);
       a0 = _mm512_add_ps(a0, e0);
@@ -341,7 +342,7 @@ void softmax_rows_pipelined(const T* x, O* y, int64_t rows, int64_t n) {
     }
     for (int64_t i = full; b_on && i < n; i += 16) {
       const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
-      const __m512 e = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(load16(pb + i, m), sb), R{}));
+      const __m512 e = _mm512_maskz_mov_ps(m, exp16_nonpositive(_mm512_sub_ps(load16(pb + i, m), sb), R{}));
       _mm512_mask_storeu_ps(eb + i, m, e);
       a0 = _mm512_add_ps(a0, e);
     }
@@ -364,12 +365,12 @@ void softmax_rows_pipelined(const T* x, O* y, int64_t rows, int64_t n) {
 template <typename R, typename T>
 void shifted_exps(const T* p, const float* mx, float* e, int64_t nc) {
   if (mx == nullptr) {
-    row_exps<false, R>(p, e, nc, 0.0f);
+    row_exps<false, R, true, false>(p, e, nc, 0.0f);
     return;
   }
 #pragma omp simd
   for (int64_t c = 0; c < nc; ++c) e[c] = load_float(p, c) - mx[c];
-  exp_floats<false, R>(e, e, nc);
+  exp_floats<false, R, true, true>(e, e, nc);
 }
 
 // One row of a column block into the running maxima: mx[c] = p[c] where p[c] > mx[c] (NaN
@@ -405,13 +406,13 @@ void column_exps(const T* p, const float* mx, float* e, float* sum, int64_t nc) 
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>) {
     int64_t c = 0;
     for (; c + 16 <= nc; c += 16) {
-      const __m512 v = exp16(_mm512_sub_ps(load16(p + c), _mm512_loadu_ps(mx + c)), R{});
+      const __m512 v = exp16_nonpositive(_mm512_sub_ps(load16(p + c), _mm512_loadu_ps(mx + c)), R{});
       if constexpr (Store) _mm512_storeu_ps(e + c, v);
       _mm512_storeu_ps(sum + c, _mm512_add_ps(_mm512_loadu_ps(sum + c), v));
     }
     if (c < nc) {  // as column_max
       const __mmask16 m = __mmask16((1u << (nc - c)) - 1);
-      const __m512 v = exp16(_mm512_sub_ps(load16(p + c, m), _mm512_maskz_loadu_ps(m, mx + c)), R{});
+      const __m512 v = exp16_nonpositive(_mm512_sub_ps(load16(p + c, m), _mm512_maskz_loadu_ps(m, mx + c)), R{});
       if constexpr (Store) _mm512_mask_storeu_ps(e + c, m, v);
       _mm512_mask_storeu_ps(sum + c, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, sum + c), v));
     }

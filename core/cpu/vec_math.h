@@ -63,12 +63,17 @@ inline __m512 exp_poly_scale(__m512 n, __m512 r) {
 // polynomial, 1 + r + r^2 P(r): 15 operations, 1.24 ulp; 5 % slower). A vfixupimmps of the
 // infinities instead of the clamp gave inf for exp(-2e14), and vrangeps, a one-operation
 // clamp, returns the bound for NaN.
-inline __m512 exp16(__m512 x, Fp32Result = {}) {
+// exp16 of an x known to be at most 89 or NaN (softmax's x - max, attention's s - lse): the
+// same results without the upper bound, one operation fewer on the exp's dependency chain (fp32
+// softmax and log_softmax rows 6-9 % faster on Zen 5, whose exps wait on their latency).
+inline __m512 exp16_nonpositive(__m512 x, Fp32Result = {}) {
   constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-  x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
+  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), kNearest);
   return exp_poly_scale(n, _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x));
 }
+// (The two bounds commute, NaN included: vminps / vmaxps return their second operand for NaN.)
+inline __m512 exp16(__m512 x, Fp32Result = {}) { return exp16_nonpositive(_mm512_min_ps(_mm512_set1_ps(89.0f), x)); }
 
 // 2^t for exp16's bf16 form (below).
 inline __m512 exp2_bf16(__m512 t) {
@@ -91,6 +96,7 @@ inline __m512 exp2_bf16(__m512 t) {
 // rounding adds up to 2^-24 |t| ln 2 (5e-6 at the ends of the range). vreduceps gives 0 for
 // +-inf, so no clamp is needed: scalef by +-inf makes inf and 0, NaN stays NaN.
 inline __m512 exp16(__m512 x, Bf16Result) { return exp2_bf16(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f))); }
+inline __m512 exp16_nonpositive(__m512 x, Bf16Result) { return exp16(x, Bf16Result{}); }
 
 // e^-x, bit for bit exp16(-x) without the negation: x clamped to [-89, 104], n = round(x (-log2 e))
 // (the same product as (-x) log2 e), r = -x - n ln 2 by fnmsub (the same sum, rounded once);
@@ -253,16 +259,18 @@ constexpr bool kHasBinaryVectorForm = false;
 // accumulators of alternate vectors, then the tail, so the order depends on n only). R: the
 // precision of the results the exps go into (Bf16Result: exp16's cheaper twin on AVX-512).
 // Store = false: only the sum is wanted (log_softmax), y is scratch that AVX-512 does not touch.
-template <bool Sum = false, typename R = Fp32Result, bool Store = true, typename T>
+// NonPositive: x[i] - shift <= 0 or NaN for every i (shift a maximum of the x), as for softmax.
+template <bool Sum = false, typename R = Fp32Result, bool Store = true, bool NonPositive = false, typename T>
 inline float exp_floats(const T* x, float* y, int64_t n, float shift = 0.0f) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, BFloat16>, "exp_floats reads float or bf16");
   int64_t i = 0;
 #if defined(__AVX512F__)
+  auto exp_of = [](__m512 v) { return NonPositive ? exp16_nonpositive(v, R{}) : exp16(v, R{}); };
   const __m512 s = _mm512_set1_ps(shift);
   __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
   for (; i + 32 <= n; i += 32) {
-    const __m512 e0 = exp16(_mm512_sub_ps(load16(x + i), s), R{});
-    const __m512 e1 = exp16(_mm512_sub_ps(load16(x + i + 16), s), R{});
+    const __m512 e0 = exp_of(_mm512_sub_ps(load16(x + i), s));
+    const __m512 e1 = exp_of(_mm512_sub_ps(load16(x + i + 16), s));
     if constexpr (Store) {
       _mm512_storeu_ps(y + i, e0);
       _mm512_storeu_ps(y + i + 16, e1);
@@ -274,7 +282,7 @@ inline float exp_floats(const T* x, float* y, int64_t n, float shift = 0.0f) {
   }
   for (; i < n; i += 16) {  // the last 1-31; masked-off lanes add 0
     const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
-    const __m512 e = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(load16(x + i, m), s), R{}));
+    const __m512 e = _mm512_maskz_mov_ps(m, exp_of(_mm512_sub_ps(load16(x + i, m), s)));
     if constexpr (Store) _mm512_mask_storeu_ps(y + i, m, e);
     if constexpr (Sum) a0 = _mm512_add_ps(a0, e);
   }
