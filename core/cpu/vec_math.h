@@ -217,11 +217,11 @@ template <typename R = Fp32Result>
 inline __m512 vector_form(math::GeluErf, __m512 x) {
   return _mm512_mul_ps(x, normal_cdf16(x));
 }
-// g (Phi(x) + x phi(x)), the density's exp by exp16.
+// g (Phi(x) + x phi(x)), the density's exp by exp16 (of -x^2 / 2 <= 0: exp16_nonpositive).
 template <typename R = Fp32Result>
 inline __m512 vector_form(math::GeluErfBackward, __m512 g, __m512 x) {
   const __m512 cdf = normal_cdf16(x);
-  const __m512 pdf = _mm512_mul_ps(exp16(_mm512_mul_ps(_mm512_mul_ps(x, x), _mm512_set1_ps(-0.5f)), R{}),
+  const __m512 pdf = _mm512_mul_ps(exp16_nonpositive(_mm512_mul_ps(_mm512_mul_ps(x, x), _mm512_set1_ps(-0.5f)), R{}),
                                    _mm512_set1_ps(0.39894228040143267794f));
   return _mm512_mul_ps(g, _mm512_fmadd_ps(x, pdf, cdf));
 }
