@@ -114,8 +114,11 @@ void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps, c
                       const __m512 h = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(bk + i), vm), vr);
                       return _mm512_fmadd_ps(h, _mm512_loadu_ps(wp + i), _mm512_loadu_ps(bp + i));
                     };
+                    // The bound in a local: n is the enclosing function's, which the stores
+                    // might alias for all GCC knows (it reloaded it through two pointers per step).
+                    const int64_t full = n / 32 * 32;
                     int64_t i = 0;
-                    for (; i + 32 <= n; i += 32)
+                    for (; i < full; i += 32)
                       store_bf16x32(affine(i), affine(i + 16), reinterpret_cast<uint16_t*>(yr) + i);
 #pragma omp simd
                     for (int64_t j = i; j < n; ++j) bk[j] = math::normalize(bk[j], mk, rk) * wp[j] + bp[j];
@@ -239,7 +242,8 @@ void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
               const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(load16(xr + j), vm), vrs);
               return _mm512_mul_ps(vrs, _mm512_fnmadd_ps(xh, vmgx, _mm512_sub_ps(g, vmg)));
             };
-            for (; i + 32 <= n; i += 32) store_bf16x32(gx16(i), gx16(i + 16), reinterpret_cast<uint16_t*>(gxr) + i);
+            const int64_t full = n / 32 * 32;  // a local bound, as the forward's
+            for (; i < full; i += 32) store_bf16x32(gx16(i), gx16(i + 16), reinterpret_cast<uint16_t*>(gxr) + i);
           }
 #endif
           A* q = narrow.data();
