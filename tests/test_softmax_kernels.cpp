@@ -125,26 +125,29 @@ TEST(SoftmaxKernels, HugeLogitsKeepLogSum) {
 
 // Under autocast a bf16 input feeds the fp32 softmax directly: the output is fp32 and equals the
 // softmax of the fp32 copy bit for bit; the gradient comes back in bf16, one rounding of the fp32 one.
+// Rows of 145 along dim 2 take the software-pipelined row kernel (rows of 128-2048) on AVX-512.
 TEST(SoftmaxKernels, Bf16InputUnderAutocastReadsBf16) {
   mt::manual_seed(7);
-  Tensor x32 = mt::randn({4, 8, 16});
-  Tensor gy = mt::randn({4, 8, 16});
-  for (int64_t d : {1, 2})
-    for (bool log : {false, true}) {
-      Tensor xb = x32.to(mt::kBFloat16).requires_grad_();
-      Tensor xf = xb.detach().to(mt::kFloat32).requires_grad_();
-      Tensor yb, yf = log ? mt::log_softmax(xf, d) : mt::softmax(xf, d);
-      {
-        mt::amp::Autocast ac(mt::kBFloat16);
-        yb = log ? mt::log_softmax(xb, d) : mt::softmax(xb, d);
+  for (const mt::Shape& shape : {mt::Shape{4, 8, 16}, mt::Shape{3, 5, 145}})
+    for (int64_t d : {1, 2})
+      for (bool log : {false, true}) {
+        Tensor x32 = mt::randn(shape) * 3.0;
+        Tensor gy = mt::randn(shape);
+        Tensor xb = x32.to(mt::kBFloat16).requires_grad_();
+        Tensor xf = xb.detach().to(mt::kFloat32).requires_grad_();
+        Tensor yb, yf = log ? mt::log_softmax(xf, d) : mt::softmax(xf, d);
+        {
+          mt::amp::Autocast ac(mt::kBFloat16);
+          yb = log ? mt::log_softmax(xb, d) : mt::softmax(xb, d);
+        }
+        ASSERT_EQ(yb.dtype(), mt::kFloat32);
+        EXPECT_EQ(yb.to_vector<float>(), yf.to_vector<float>())
+            << mt::shape_str(shape) << " dim " << d << " log " << log;
+        (yb * gy).sum().backward();
+        (yf * gy).sum().backward();
+        ASSERT_EQ(xb.grad().dtype(), mt::kBFloat16);
+        EXPECT_EQ(xb.grad().to_vector<float>(), xf.grad().to(mt::kBFloat16).to_vector<float>()) << "dim " << d;
       }
-      ASSERT_EQ(yb.dtype(), mt::kFloat32);
-      EXPECT_EQ(yb.to_vector<float>(), yf.to_vector<float>()) << "dim " << d << " log " << log;
-      (yb * gy).sum().backward();
-      (yf * gy).sum().backward();
-      ASSERT_EQ(xb.grad().dtype(), mt::kBFloat16);
-      EXPECT_EQ(xb.grad().to_vector<float>(), xf.grad().to(mt::kBFloat16).to_vector<float>()) << "dim " << d;
-    }
 }
 
 // Last-dim rows go through the kernel in groups of up to 8 that fit a 4096-float buffer, longer
