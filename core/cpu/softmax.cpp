@@ -162,7 +162,7 @@ void scale_columns_narrow(float* e, const float* inv, O* q, int64_t n) {
 }
 
 // One row p[0..n) -> q[0..n) (inner == 1): a row longer than kRowBuffer in fp32 math (shorter
-// ones go through softmax_row_group), or any row in double. float: the exps go to the fp32
+// ones go through softmax_rows_pipelined or softmax_row_group), or any row in double. float: the exps go to the fp32
 // output or to a stack buffer in chunks of kRowBuffer, summed as they are made (a narrow output
 // or log_softmax computes them again below). double: libm's exp, summed in place.
 template <typename Acc, typename T, typename O>
