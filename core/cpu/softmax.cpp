@@ -277,8 +277,9 @@ constexpr bool kPipelined = (std::is_same_v<T, float> || std::is_same_v<T, BFloa
 // 2048 +5-9 / 8 / 23-28 %, bf16 +3-7 / 5-8 / 10-15 %; rows of 128 even, hence the minimum).
 // log_softmax keeps the phases: its output pass re-reads x, and pipelined it was 2-7 % slower.
 // A row's exps wait for their scaling in the fp32 output or, for a bf16 output, in one half of
-// a two-row buffer. The same operations per element in the same order as softmax_row_group
-// (exp_floats' sum order, row_max's NaN rule), so the same results.
+// a two-row buffer. Other than bf16 to bf16 (kWords below), the same operations per element in
+// the same order as softmax_row_group (exp_floats' sum order, row_max's NaN rule), so the same
+// results.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -289,6 +290,19 @@ void softmax_rows_pipelined(const T* x, O* y, int64_t rows, int64_t n) {
   alignas(64) float ring[2][kPipelinedRow];
   const int64_t full = n / 32 * 32;
   const __m512 minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  // bf16 to bf16: 32 elements read as 16 words, their even and odd halves (bf16_words_as_floats,
+  // one operation each where widening took two), the exps kept in that order in the buffer and
+  // put back in element order as they are rounded (bf16 rows of 256 +8-9 %). Their sum is the
+  // halves' sum, so a bf16 row's rounded results can differ from the row groups' by a step.
+  constexpr bool kWords = std::is_same_v<T, BFloat16> && std::is_same_v<O, BFloat16>;
+  auto load32 = [](const T* p, __m512& lo, __m512& hi) {
+    if constexpr (kWords) {
+      bf16_words_as_floats(_mm512_loadu_si512(p), lo, hi);
+    } else {
+      lo = load16(p);
+      hi = load16(p + 16);
+    }
+  };
   float mx_b = 0, inv_c = 0;  // row r + 1's maximum, 1 / row r's sum
   for (int64_t r = -2; r < rows; ++r) {
     const bool a_on = r + 2 < rows, b_on = r + 1 >= 0 && r + 1 < rows, c_on = r >= 0;
@@ -301,12 +315,16 @@ void softmax_rows_pipelined(const T* x, O* y, int64_t rows, int64_t n) {
     const __m512 sb = _mm512_set1_ps(mx_b), inv = _mm512_set1_ps(inv_c);
     __m512 m0 = minus_inf, m1 = minus_inf, a0 = _mm512_setzero_ps(), a1 = a0;
     auto max_step = [&](int64_t i) {
-      m0 = _mm512_max_ps(load16(pa + i), m0);
-      m1 = _mm512_max_ps(load16(pa + i + 16), m1);
+      __m512 u, v;
+      load32(pa + i, u, v);
+      m0 = _mm512_max_ps(u, m0);
+      m1 = _mm512_max_ps(v, m1);
     };
     auto exp_step = [&](int64_t i) {
-      const __m512 e0 = exp16_nonpositive(_mm512_sub_ps(load16(pb + i), sb), R{});
-      const __m512 e1 = exp16_nonpositive(_mm512_sub_ps(load16(pb + i + 16), sb), R{});
+      __m512 u, v;
+      load32(pb + i, u, v);
+      const __m512 e0 = exp16_nonpositive(_mm512_sub_ps(u, sb), R{});
+      const __m512 e1 = exp16_nonpositive(_mm512_sub_ps(v, sb), R{});
       _mm512_storeu_ps(eb + i, e0);
       _mm512_storeu_ps(eb + i + 16, e1);
       a0 = _mm512_add_ps(a0, e0);
@@ -320,7 +338,10 @@ void softmax_rows_pipelined(const T* x, O* y, int64_t rows, int64_t n) {
         _mm512_storeu_ps(reinterpret_cast<float*>(qc) + i + 16, o1);
       } else {
 #if defined(__AVX512BF16__)
-        store_bf16x32(o0, o1, reinterpret_cast<uint16_t*>(qc) + i);
+        if constexpr (kWords)
+          store_bf16_even_odd(o0, o1, reinterpret_cast<uint16_t*>(qc) + i);
+        else
+          store_bf16x32(o0, o1, reinterpret_cast<uint16_t*>(qc) + i);
 #endif
       }
     };
