@@ -162,9 +162,10 @@ void scale_columns_narrow(float* e, const float* inv, O* q, int64_t n) {
 }
 
 // One row p[0..n) -> q[0..n) (inner == 1): a row longer than kRowBuffer in fp32 math (shorter
-// ones go through softmax_rows_pipelined or softmax_row_group), or any row in double. float: the exps go to the fp32
-// output or to a stack buffer in chunks of kRowBuffer, summed as they are made (a narrow output
-// or log_softmax computes them again below). double: libm's exp, summed in place.
+// ones go through softmax_rows_pipelined or softmax_row_group), or any row in double. float:
+// the exps go to the fp32 output or to a stack buffer in chunks of kRowBuffer, summed as they
+// are made (a narrow output or log_softmax computes them again below). double: libm's exp,
+// summed in place.
 template <typename Acc, typename T, typename O>
 void softmax_row(const T* p, O* q, int64_t n, bool log) {
   Acc mx = -std::numeric_limits<Acc>::infinity();
@@ -212,9 +213,10 @@ void softmax_row(const T* p, O* q, int64_t n, bool log) {
 // rows shorter than 128 or longer than 2048, fp16, CPUs without AVX-512) go up to kRowGroup at
 // a time (as many as fit the buffer), phase by phase: the maxima of all, then their exps and
 // sums, then the scaling. Row by row, each row's reductions and division were a chain that the
-// next row's vector work did not overlap (bf16 rows of 256: +30 %). A row's exps stay in the buffer (or the fp32
-// output) between the phases, so each is computed once, and the sum's order is exp_floats' for the row's length. rows
-// rows of n, rows * n <= kRowBuffer, rows <= kRowGroup: x[r * n + i] -> y[r * n + i].
+// next row's vector work did not overlap (bf16 rows of 256: +30 %). A row's exps stay in the
+// buffer (or the fp32 output) between the phases, so each is computed once, and the sum's order
+// is exp_floats' for the row's length.
+// rows rows of n, rows * n <= kRowBuffer, rows <= kRowGroup: x[r * n + i] -> y[r * n + i].
 template <typename T, typename O>
 void softmax_row_group(const T* x, O* y, int64_t rows, int64_t n, bool log) {
   alignas(64) float buffer[kRowBuffer];
@@ -262,12 +264,17 @@ void softmax_row_group(const T* x, O* y, int64_t rows, int64_t n, bool log) {
 // Rows from kPipelinedRowMin to kPipelinedRow long go through softmax_rows_pipelined when T and
 // O are float or bf16 (a bf16 output needs AVX512-BF16 for its rounding).
 constexpr int64_t kPipelinedRowMin = 128, kPipelinedRow = kRowBuffer / 2;
-template <typename T, typename O>
-constexpr bool kPipelined = (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>)&&(std::is_same_v<O, float>
 #if defined(__AVX512BF16__)
-                                                                                        || std::is_same_v<O, BFloat16>
+constexpr bool kBf16Rounding = true;
+#else
+constexpr bool kBf16Rounding = false;
 #endif
-);
+template <typename T>
+constexpr bool kFloatOrBf16 = std::is_same_v<T, float> || std::is_same_v<T, BFloat16>;
+template <typename T, typename O>
+constexpr bool pipelined_types() {
+  return kFloatOrBf16<T> && kFloatOrBf16<O> && (std::is_same_v<O, float> || kBf16Rounding);
+}
 
 // rows rows of n, kPipelinedRowMin <= n <= kPipelinedRow: x[r * n + i] -> y[r * n + i], in fp32
 // math, software-pipelined by row: step r takes row r + 2's maximum, row r + 1's exps and sum,
@@ -669,7 +676,7 @@ void softmax(const Tensor& in, const Tensor& out, bool log) {
       O* y = static_cast<O*>(out.raw_data());
       if constexpr (std::is_same_v<Acc, float>) {
 #if defined(__AVX512F__)
-        if constexpr (kPipelined<T, O>) {
+        if constexpr (pipelined_types<T, O>()) {
           if (!log && d.inner == 1 && d.n >= kPipelinedRowMin && d.n <= kPipelinedRow) {
             parallel_for(0, d.outer, std::max<int64_t>(1, kParallelGrain / d.n),
                          [&](int64_t b, int64_t e) { softmax_rows_pipelined(x + b * d.n, y + b * d.n, e - b, d.n); });
