@@ -479,6 +479,10 @@ void for_each_row(const Shape& shape_in, const std::array<Shape, N>& strides_in,
   });
 }
 
+// The element types load16 reads: float, and bf16 widened through its bits.
+template <typename T>
+constexpr bool kLoad16Type = std::is_same_v<T, float> || std::is_same_v<T, BFloat16>;
+
 #if defined(__AVX512F__)
 // 16 elements of p as floats (masked-off lanes 0); float or bf16 (widened through its bits).
 template <typename T>
@@ -535,7 +539,7 @@ float sum_wide(const T* a, int64_t n, F f, float* copy = nullptr) {
   // The same lanes in four registers when f also takes 16 floats at once (a generic lambda):
   // GCC kept the array above in memory for some f (layer norm's centred squares), and each
   // iteration then waited on a store and a reload of the sums.
-  if constexpr ((std::is_same_v<T, float> || std::is_same_v<T, BFloat16>)&&kTakes16Floats<F>) {
+  if constexpr (kLoad16Type<T> && kTakes16Floats<F>) {
     __m512 s[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     for (; i + kSumLanes <= n; i += kSumLanes) {
       for (int k = 0; k < 4; ++k) {

@@ -88,7 +88,7 @@ inline float row_max(const T* p, int64_t n) {
   float mx = -std::numeric_limits<float>::infinity();
   int64_t i = 0;
 #if defined(__AVX512F__)
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>) {
+  if constexpr (kLoad16Type<T>) {
     auto load = [&](int64_t k, __mmask16 m) { return load16(p + k, m); };
     const __mmask16 all = 0xFFFF;
     __m512 m0 = _mm512_set1_ps(mx), m1 = m0, m2 = m0, m3 = m0;
@@ -269,11 +269,9 @@ constexpr bool kBf16Rounding = true;
 #else
 constexpr bool kBf16Rounding = false;
 #endif
-template <typename T>
-constexpr bool kFloatOrBf16 = std::is_same_v<T, float> || std::is_same_v<T, BFloat16>;
 template <typename T, typename O>
 constexpr bool pipelined_types() {
-  return kFloatOrBf16<T> && kFloatOrBf16<O> && (std::is_same_v<O, float> || kBf16Rounding);
+  return kLoad16Type<T> && kLoad16Type<O> && (std::is_same_v<O, float> || kBf16Rounding);
 }
 
 // rows rows of n, kPipelinedRowMin <= n <= kPipelinedRow: x[r * n + i] -> y[r * n + i], in fp32
@@ -408,7 +406,7 @@ void shifted_exps(const T* p, const float* mx, float* e, int64_t nc) {
 template <typename T>
 void column_max(const T* p, float* mx, int64_t nc) {
 #if defined(__AVX512F__)
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>) {
+  if constexpr (kLoad16Type<T>) {
     int64_t c = 0;
     for (; c + 16 <= nc; c += 16) _mm512_storeu_ps(mx + c, _mm512_max_ps(load16(p + c), _mm512_loadu_ps(mx + c)));
     if (c < nc) {  // masked loads and stores for the last 1-15 only: on Zen 5 they cost more
@@ -431,7 +429,7 @@ void column_max(const T* p, float* mx, int64_t nc) {
 template <typename R, bool Store, typename T>
 void column_exps(const T* p, const float* mx, float* e, float* sum, int64_t nc) {
 #if defined(__AVX512F__)
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>) {
+  if constexpr (kLoad16Type<T>) {
     int64_t c = 0;
     for (; c + 16 <= nc; c += 16) {
       const __m512 v = exp16_nonpositive(_mm512_sub_ps(load16(p + c), _mm512_loadu_ps(mx + c)), R{});

@@ -262,7 +262,7 @@ constexpr bool kHasBinaryVectorForm = false;
 // NonPositive: x[i] - shift <= 0 or NaN for every i (shift a maximum of the x), as for softmax.
 template <bool Sum = false, typename R = Fp32Result, bool Store = true, bool NonPositive = false, typename T>
 inline float exp_floats(const T* x, float* y, int64_t n, float shift = 0.0f) {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, BFloat16>, "exp_floats reads float or bf16");
+  static_assert(kLoad16Type<T>, "exp_floats reads float or bf16");
   int64_t i = 0;
 #if defined(__AVX512F__)
   auto exp_of = [](__m512 v) { return NonPositive ? exp16_nonpositive(v, R{}) : exp16(v, R{}); };
