@@ -128,6 +128,41 @@ void vector_form_block(F f, const In* a, const In* b, Out* y, int64_t n) {
   }
 }
 
+// y[i] = f(a[i], b[i]) over contiguous rows: through the vector form where f has one (bf16 in
+// registers), else map_acc.
+template <typename Acc, typename In, typename Out, typename F>
+void binary_block(F f, const In* a, const In* b, Out* y, int64_t n) {
+  if constexpr (kHasBinaryVectorForm<F> && std::is_same_v<Acc, float>)
+    vector_form_block(f, a, b, y, n);
+  else
+    map_acc<Acc>(a, b, y, n, [&](Acc u, Acc v) { return f(u, v); });
+}
+
+// y[i] = f(a[i], s), or f(s, a[i]) when ScalarFirst: one operand a single value (a scalar, a
+// broadcast column). bf16 -> bf16 in registers where f has a vector form, as binary_block.
+template <bool ScalarFirst, typename Acc, typename In, typename Out, typename F>
+void scalar_operand_block(F f, const In* a, Acc s, Out* y, int64_t n) {
+#if defined(__AVX512BF16__)
+  if constexpr (std::is_same_v<In, BFloat16> && std::is_same_v<Out, BFloat16> && std::is_same_v<Acc, float> &&
+                kHasBinaryVectorForm<F>) {
+    const __m512 vs = _mm512_set1_ps(s);
+    auto g = [&](__m512 v) {
+      return ScalarFirst ? vector_form<Bf16Result>(f, vs, v) : vector_form<Bf16Result>(f, v, vs);
+    };
+    const int64_t done =
+        bf16_words_in_registers(n, reinterpret_cast<uint16_t*>(y), [&](int64_t i, __m512& e, __m512& o) {
+          bf16_halves(a + i, e, o);
+          e = g(e);
+          o = g(o);
+        });
+    a += done;
+    y += done;
+    n -= done;
+  }
+#endif
+  map_acc<Acc>(a, y, n, [&](Acc u) { return ScalarFirst ? f(s, u) : f(u, s); });
+}
+
 // out[i] = cast<Out>(f(cast<Acc>(in[i]))), in broadcast/strided to out's shape.
 template <typename In, typename Out, typename Acc, typename F>
 void unary_loop(const Tensor& in, const Tensor& out, F f) {
@@ -159,20 +194,14 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
   Out* y = ptr<Out>(out);
   const int64_t n = out.numel();
   if (same_layout_contiguous(a, out) && same_layout_contiguous(b, out)) {
-    if constexpr (kHasBinaryVectorForm<F> && std::is_same_v<Acc, float>) {
-      parallel_for(0, n, kParallelGrain,
-                   [&](int64_t s, int64_t e) { vector_form_block(f, pa + s, pb + s, y + s, e - s); });
-      return;
-    }
-    parallel_for(0, n, kParallelGrain, [&](int64_t s, int64_t e) {
-      map_acc<Acc>(pa + s, pb + s, y + s, e - s, [&](Acc u, Acc v) { return f(u, v); });
-    });
+    parallel_for(0, n, kParallelGrain,
+                 [&](int64_t s, int64_t e) { binary_block<Acc>(f, pa + s, pb + s, y + s, e - s); });
     return;
   }
   if (same_layout_contiguous(a, out) && b.numel() == 1) {  // tensor (op) scalar
     const Acc vb = cast_to<Acc>(pb[0]);
     parallel_for(0, n, kParallelGrain,
-                 [&](int64_t s, int64_t e) { map_acc<Acc>(pa + s, y + s, e - s, [&](Acc u) { return f(u, vb); }); });
+                 [&](int64_t s, int64_t e) { scalar_operand_block<false>(f, pa + s, vb, y + s, e - s); });
     return;
   }
   Shape sa = broadcast_strides(a.sizes(), a.strides(), out.sizes());
@@ -183,15 +212,9 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
     const In* bo = pb + off[2];
     // Unit-stride rows against a unit-stride or broadcast row (a bias over [N, C], a [N, 1]
     // column over its rows) through the vector blocks; the strided loop below stays scalar.
-    if (st[0] == 1 && st[1] == 1 && st[2] == 1) return map_acc<Acc>(ao, bo, yo, len, f);
-    if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
-      const Acc vb = cast_to<Acc>(bo[0]);
-      return map_acc<Acc>(ao, yo, len, [&](Acc u) { return f(u, vb); });
-    }
-    if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
-      const Acc va = cast_to<Acc>(ao[0]);
-      return map_acc<Acc>(bo, yo, len, [&](Acc v) { return f(va, v); });
-    }
+    if (st[0] == 1 && st[1] == 1 && st[2] == 1) return binary_block<Acc>(f, ao, bo, yo, len);
+    if (st[0] == 1 && st[1] == 1 && st[2] == 0) return scalar_operand_block<false>(f, ao, cast_to<Acc>(bo[0]), yo, len);
+    if (st[0] == 1 && st[1] == 0 && st[2] == 1) return scalar_operand_block<true>(f, bo, cast_to<Acc>(ao[0]), yo, len);
     for (int64_t i = 0; i < len; ++i)
       yo[i * st[0]] = cast_to<Out>(f(cast_to<Acc>(ao[i * st[1]]), cast_to<Acc>(bo[i * st[2]])));
   });

@@ -128,8 +128,9 @@ inline __m512 gelu_tanh_2u(__m512 x) {
 }
 
 // The AVX-512 form of an elementwise functor, for those that have one (kHasVectorForm): the
-// unary ones of x, the backward ones of (g, x); R is the result's precision (Fp32Result,
-// Bf16Result), which picks the exp of those built on one and tanh's rational.
+// unary ones of x, the backward ones of (g, x), the arithmetic ones of (a, b); R is the
+// result's precision (Fp32Result, Bf16Result), which picks the exp of those built on one and
+// tanh's rational.
 template <typename R = Fp32Result>
 inline __m512 vector_form(math::Exp, __m512 x) {
   return exp16(x, R{});
@@ -224,6 +225,26 @@ inline __m512 vector_form(math::GeluErfBackward, __m512 g, __m512 x) {
   const __m512 pdf = _mm512_mul_ps(exp16_nonpositive(_mm512_mul_ps(_mm512_mul_ps(x, x), _mm512_set1_ps(-0.5f)), R{}),
                                    _mm512_set1_ps(0.39894228040143267794f));
   return _mm512_mul_ps(g, _mm512_fmadd_ps(x, pdf, cdf));
+}
+
+// a + b, a - b, a b, a / b: one instruction each, so that bf16 -> bf16 arithmetic takes the
+// in-register path of the functors above (vector_form_block, core/cpu/elementwise.cpp) rather
+// than map_acc's integer rounding; bf16 add of a bias row ran at half of memcpy through it.
+template <typename R = Fp32Result>
+inline __m512 vector_form(math::Add, __m512 a, __m512 b) {
+  return _mm512_add_ps(a, b);
+}
+template <typename R = Fp32Result>
+inline __m512 vector_form(math::Sub, __m512 a, __m512 b) {
+  return _mm512_sub_ps(a, b);
+}
+template <typename R = Fp32Result>
+inline __m512 vector_form(math::Mul, __m512 a, __m512 b) {
+  return _mm512_mul_ps(a, b);
+}
+template <typename R = Fp32Result>
+inline __m512 vector_form(math::Div, __m512 a, __m512 b) {
+  return _mm512_div_ps(a, b);
 }
 
 template <typename F>
