@@ -227,6 +227,45 @@ TEST(SoftmaxKernels, PipelinedRowsMatchRowsAlone) {
   }
 }
 
+// Along a middle dim, whole blocks of 128 columns with an fp32 output go through a kernel that
+// keeps the block's maxima and sums in registers; the same columns in a narrower tensor (blocks
+// of 100: the general loop) give the same bits, forward, for fp32 and for bf16 under autocast.
+// A column of -inf and one holding a NaN give NaN (that column only); a half-masked column
+// exact zeros (softmax) and -inf (log_softmax).
+TEST(SoftmaxKernels, ColumnBlocksMatchNarrowerBlocks) {
+  mt::manual_seed(13);
+  const int64_t n = 40, inner = 256;
+  Tensor x = mt::randn({2, n, inner}) * 3.0;
+  x.select(2, 3).fill_(-INFINITY);
+  x.select(2, 130).select(1, 7).fill_(NAN);
+  x.select(2, 200).narrow(1, 0, n / 2).fill_(-INFINITY);
+  for (mt::DType dt : {mt::kFloat32, mt::kBFloat16})
+    for (bool log : {false, true}) {
+      const std::string what = std::string(log ? "log_softmax " : "softmax ") + mt::dtype_name(dt);
+      const Tensor xt = x.to(dt);
+      auto run = [&](const Tensor& t) {
+        mt::amp::Autocast ac(mt::kBFloat16);  // bf16 in, fp32 out; fp32 is not cast
+        return (log ? mt::log_softmax(t, 1) : mt::softmax(t, 1)).to_vector<float>();
+      };
+      const std::vector<float> y = run(xt);
+      for (int64_t c0 : {int64_t(0), int64_t(100), int64_t(156)}) {
+        const std::vector<float> part = run(xt.narrow(2, c0, 100).contiguous());
+        for (int64_t o = 0; o < 2; ++o)
+          for (int64_t j = 0; j < n; ++j)
+            for (int64_t c = 0; c < 100; ++c) {
+              const float got = y[size_t((o * n + j) * inner + c0 + c)], want = part[size_t((o * n + j) * 100 + c)];
+              const int64_t col = c0 + c;
+              ASSERT_EQ(std::isnan(got), col == 3 || col == 130) << what << " column " << col << " row " << j;
+              if (std::isnan(got)) continue;
+              ASSERT_EQ(got, want) << what << " column " << col << " row " << j << " against blocks of 100";
+              if (col == 200 && j < n / 2) {
+                ASSERT_EQ(got, log ? -INFINITY : 0.0f) << what << ": a masked element";
+              }
+            }
+      }
+    }
+}
+
 // where over [B, H, T, T] with a [1, 1, T, T] mask, a scalar fill and non-unit strides, every
 // element size, against a scalar loop.
 TEST(WhereKernel, BroadcastMaskMatchesScalarLoop) {
