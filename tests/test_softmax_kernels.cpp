@@ -227,9 +227,10 @@ TEST(SoftmaxKernels, PipelinedRowsMatchRowsAlone) {
   }
 }
 
-// Along a middle dim, whole blocks of 128 columns with an fp32 output go through a kernel that
-// keeps the block's maxima and sums in registers; the same columns in a narrower tensor (blocks
-// of 100: the general loop) give the same bits, forward, for fp32 and for bf16 under autocast.
+// Along a middle dim, whole blocks of 128 columns go through kernels that keep the block's
+// maxima and sums in registers (forward with an fp32 output, backward); the same columns in a
+// narrower tensor (blocks of 100: the general loops) give the same bits, output and gradient,
+// in fp32, in bf16 under autocast (fp32 out, bf16 gradient) and in bf16 (bf16 out and gradient).
 // A column of -inf and one holding a NaN give NaN (that column only); a half-masked column
 // exact zeros (softmax) and -inf (log_softmax).
 TEST(SoftmaxKernels, ColumnBlocksMatchNarrowerBlocks) {
@@ -239,27 +240,42 @@ TEST(SoftmaxKernels, ColumnBlocksMatchNarrowerBlocks) {
   x.select(2, 3).fill_(-INFINITY);
   x.select(2, 130).select(1, 7).fill_(NAN);
   x.select(2, 200).narrow(1, 0, n / 2).fill_(-INFINITY);
-  for (mt::DType dt : {mt::kFloat32, mt::kBFloat16})
+  const Tensor gy = mt::randn({2, n, inner});
+  enum class Mode { kFp32, kAutocast, kBf16 };
+  for (Mode mode : {Mode::kFp32, Mode::kAutocast, Mode::kBf16})
     for (bool log : {false, true}) {
-      const std::string what = std::string(log ? "log_softmax " : "softmax ") + mt::dtype_name(dt);
-      const Tensor xt = x.to(dt);
-      auto run = [&](const Tensor& t) {
-        mt::amp::Autocast ac(mt::kBFloat16);  // bf16 in, fp32 out; fp32 is not cast
-        return (log ? mt::log_softmax(t, 1) : mt::softmax(t, 1)).to_vector<float>();
+      const std::string what =
+          std::string(log ? "log_softmax " : "softmax ") + (mode == Mode::kFp32       ? "fp32"
+                                                            : mode == Mode::kAutocast ? "autocast bf16"
+                                                                                      : "bf16");
+      const Tensor xt = x.to(mode == Mode::kFp32 ? mt::kFloat32 : mt::kBFloat16);
+      // The output and the input's gradient, both as floats.
+      auto run = [&](const Tensor& t, const Tensor& g) {
+        Tensor leaf = t.detach().requires_grad_();
+        Tensor y;
+        {
+          mt::amp::Autocast ac(mt::kBFloat16, mode == Mode::kAutocast);
+          y = log ? mt::log_softmax(leaf, 1) : mt::softmax(leaf, 1);
+        }
+        (y * g.to(y.dtype())).sum().backward();
+        return std::make_pair(y.to(mt::kFloat32).to_vector<float>(), leaf.grad().to(mt::kFloat32).to_vector<float>());
       };
-      const std::vector<float> y = run(xt);
+      const auto [y, gx] = run(xt, gy);
       for (int64_t c0 : {int64_t(0), int64_t(100), int64_t(156)}) {
-        const std::vector<float> part = run(xt.narrow(2, c0, 100).contiguous());
+        const auto [part, gpart] = run(xt.narrow(2, c0, 100).contiguous(), gy.narrow(2, c0, 100).contiguous());
         for (int64_t o = 0; o < 2; ++o)
           for (int64_t j = 0; j < n; ++j)
             for (int64_t c = 0; c < 100; ++c) {
-              const float got = y[size_t((o * n + j) * inner + c0 + c)], want = part[size_t((o * n + j) * 100 + c)];
+              const size_t at = size_t((o * n + j) * inner + c0 + c), pat = size_t((o * n + j) * 100 + c);
               const int64_t col = c0 + c;
-              ASSERT_EQ(std::isnan(got), col == 3 || col == 130) << what << " column " << col << " row " << j;
-              if (std::isnan(got)) continue;
-              ASSERT_EQ(got, want) << what << " column " << col << " row " << j << " against blocks of 100";
+              const bool nan_column = col == 3 || col == 130;
+              ASSERT_EQ(std::isnan(y[at]), nan_column) << what << " column " << col << " row " << j;
+              ASSERT_EQ(std::isnan(gx[at]), nan_column) << what << " gradient, column " << col << " row " << j;
+              if (nan_column) continue;
+              ASSERT_EQ(y[at], part[pat]) << what << " column " << col << " row " << j << " against blocks of 100";
+              ASSERT_EQ(gx[at], gpart[pat]) << what << " gradient, column " << col << " row " << j;
               if (col == 200 && j < n / 2) {
-                ASSERT_EQ(got, log ? -INFINITY : 0.0f) << what << ": a masked element";
+                ASSERT_EQ(y[at], log ? -INFINITY : 0.0f) << what << ": a masked element";
               }
             }
       }

@@ -681,6 +681,49 @@ void softmax_backward_rows(const Y* y, const Y* g, G* gx, int64_t rows, int64_t 
   }
 }
 
+#if defined(__AVX512F__)
+// softmax_backward_columns for a whole block of kCols columns, y, g float or bf16 (one type), gx
+// float or bf16, with the block's sums in registers (as softmax_column_block): the same
+// operations in the same order, so the same bits (s + g y and g - e s as the fmas GCC makes of
+// the loops it replaces: C++ contracts by default). next: the offset of the next block's y and g
+// rows (as softmax_column_block), prefetched in the second pass, or 0.
+template <bool Log, typename Y, typename G>
+void softmax_backward_column_block(const Y* y, const Y* g, G* gx, int64_t n, int64_t inner, int64_t next) {
+  constexpr int kV = int(kCols / 16);
+  __m512 s[kV];
+  for (int k = 0; k < kV; ++k) s[k] = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; ++j)
+    for (int k = 0; k < kV; ++k) {
+      const int64_t at = j * inner + 16 * k;
+      s[k] = Log ? _mm512_add_ps(s[k], load16(g + at)) : _mm512_fmadd_ps(load16(g + at), load16(y + at), s[k]);
+    }
+  for (int64_t j = 0; j < n; ++j) {
+    __m512 out[kV];
+    for (int k = 0; k < kV; ++k) {
+      const int64_t at = j * inner + 16 * k;
+      if (next != 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(y + next + at), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(g + next + at), _MM_HINT_T0);
+      }
+      const __m512 v = load16(y + at), d = load16(g + at);
+      out[k] = Log ? _mm512_fnmadd_ps(exp16(v), s[k], d) : _mm512_mul_ps(v, _mm512_sub_ps(d, s[k]));
+    }
+    G* q = gx + j * inner;
+    if constexpr (std::is_same_v<G, float>) {
+      for (int k = 0; k < kV; ++k) _mm512_storeu_ps(q + 16 * k, out[k]);
+    } else {
+#if defined(__AVX512BF16__)
+      for (int k = 0; k < kV; k += 2) store_bf16x32(out[k], out[k + 1], reinterpret_cast<uint16_t*>(q) + 16 * k);
+#else
+      alignas(64) float f[kCols];
+      for (int k = 0; k < kV; ++k) _mm512_store_ps(f + 16 * k, out[k]);
+      narrow_block(f, q, kCols);
+#endif
+    }
+  }
+}
+#endif
+
 template <typename Acc, typename Y, typename G>
 void softmax_backward_columns(const Y* y, const Y* g, G* gx, int64_t n, int64_t inner, int64_t nc, bool log) {
   alignas(64) Acc s[kCols];
@@ -786,6 +829,20 @@ void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool 
       }
       for_each_block(d, [&](int64_t o, int64_t c0, int64_t nc) {
         const int64_t base = o * d.n * d.inner + c0;
+#if defined(__AVX512F__)
+        if constexpr (kLoad16Type<Y> && kLoad16Type<G>) {
+          if (nc == kCols) {
+            const int64_t numel = d.outer * d.n * d.inner;
+            const int64_t next = c0 + kCols < d.inner ? kCols : d.n * d.inner - c0;  // as softmax's
+            const bool fetch = base + next < numel && numel * int64_t(sizeof(Y)) >= kPrefetchBytes;
+            if (log)
+              softmax_backward_column_block<true>(py + base, pg + base, q + base, d.n, d.inner, fetch ? next : 0);
+            else
+              softmax_backward_column_block<false>(py + base, pg + base, q + base, d.n, d.inner, fetch ? next : 0);
+            return;
+          }
+        }
+#endif
         softmax_backward_columns<Acc>(py + base, pg + base, q + base, d.n, d.inner, nc, log);
       });
     });
