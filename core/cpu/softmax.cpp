@@ -451,33 +451,98 @@ void column_exps(const T* p, const float* mx, float* e, float* sum, int64_t nc) 
   for (int64_t c = 0; c < nc; ++c) sum[c] += e[c];
 }
 
+// kColumnBuffer floats, 64-byte aligned: 128 KiB on the heap, once per thread, rather than on
+// every caller's stack. With 32 KiB a block of 256 rows took 32 columns at a time, 64-byte runs:
+// bf16 along a middle dim ran 30-50 % slower.
+float* column_buffer() {
+  thread_local std::vector<float> storage(kColumnBuffer + 16);
+  return storage.data() + (16 - (reinterpret_cast<uintptr_t>(storage.data()) / 4) % 16) % 16;
+}
+
 #if defined(__AVX512F__)
-// A whole block of kCols columns, float or bf16 in, float out: softmax_columns' passes with the
-// block's maxima and sums in registers (kCols / 16 vectors of each) down the n rows, where GCC
-// kept softmax_columns' arrays in memory (a load and a store per vector and row, and a chain
-// through them from row to row). The same operations in the same order, so the same bits: the
-// exps of the differences (softmax: stored in y, summed, then scaled by 1 / sum in place;
-// log_softmax: summed, then y = (x - max) - log(sum)).
+// A row of a block of kCols columns in kCols / 16 vectors of floats: in column order, or, Split
+// (bf16 in and out), as bf16_words_as_floats' halves, vector 2w holding the even columns of
+// words 32w.. and 2w + 1 the odd ones (one operation per vector where widening takes two). The
+// column kernels' arithmetic is per column, so either order gives the same bits.
+template <bool Split, typename T>
+inline void load_block_row(const T* p, __m512* v) {
+  if constexpr (Split) {
+    for (int w = 0; w < int(kCols / 32); ++w)
+      bf16_words_as_floats(_mm512_loadu_si512(p + 32 * w), v[2 * w], v[2 * w + 1]);
+  } else {
+    for (int k = 0; k < int(kCols / 16); ++k) v[k] = load16(p + 16 * k);
+  }
+}
+// The row back to q, as load_block_row read it: floats, or bf16 rounded to nearest even.
+template <bool Split, typename O>
+inline void store_block_row(const __m512* v, O* q) {
+  if constexpr (std::is_same_v<O, float>) {
+    for (int k = 0; k < int(kCols / 16); ++k) _mm512_storeu_ps(q + 16 * k, v[k]);
+  } else {
+#if defined(__AVX512BF16__)
+    uint16_t* bits = reinterpret_cast<uint16_t*>(q);
+    for (int w = 0; w < int(kCols / 32); ++w) {
+      if constexpr (Split)
+        store_bf16_even_odd(v[2 * w], v[2 * w + 1], bits + 32 * w);
+      else
+        store_bf16x32(v[2 * w], v[2 * w + 1], bits + 32 * w);
+    }
+#endif
+  }
+}
+#endif
+
+#if defined(__AVX512F__)
+// The output types softmax_column_block writes: float, and bf16 where the CPU rounds to it in
+// one instruction.
+template <typename O>
+constexpr bool column_block_output() {
+  return std::is_same_v<O, float> || (std::is_same_v<O, BFloat16> && kBf16Rounding);
+}
+
+// A whole block of kCols columns, float or bf16 in, float or bf16 out: softmax_columns' passes
+// with the block's maxima and sums in registers (kCols / 16 vectors of each) down the n rows,
+// where GCC kept softmax_columns' arrays in memory (a load and a store per vector and row, and a
+// chain through them from row to row). The same operations in the same order, so the same bits:
+// the exps of the differences (softmax: kept in y, or for bf16 in the fp32 buffer e of n rows
+// of kCols, summed, then scaled by 1 / sum; log_softmax: summed, then y = (x - max) - log(sum)).
+// next: the next block's input, prefetched during the exp pass, or null.
 // x[j * inner + c] for j < n, c < kCols -> y likewise.
-template <bool Log, typename T>
-void softmax_column_block(const T* x, float* y, int64_t n, int64_t inner, const T* next) {
+template <bool Log, typename T, typename O>
+void softmax_column_block(const T* x, O* y, int64_t n, int64_t inner, const T* next, float* e) {
   constexpr int kV = int(kCols / 16);
+  constexpr bool kFloatOut = std::is_same_v<O, float>;
+  constexpr bool kSplit = std::is_same_v<T, BFloat16> && std::is_same_v<O, BFloat16>;
+  using R = ResultPrecision<O>;
   const __m512 minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   __m512 mx[kV], sum[kV];
   for (int k = 0; k < kV; ++k) {
     mx[k] = minus_inf;
     sum[k] = _mm512_setzero_ps();
   }
-  for (int64_t j = 0; j < n; ++j)
-    for (int k = 0; k < kV; ++k) mx[k] = _mm512_max_ps(load16(x + j * inner + 16 * k), mx[k]);  // NaN skipped
+  __m512 v[kV];
+  for (int64_t j = 0; j < n; ++j) {
+    load_block_row<kSplit>(x + j * inner, v);
+    for (int k = 0; k < kV; ++k) mx[k] = _mm512_max_ps(v[k], mx[k]);  // NaN skipped
+  }
   for (int k = 0; k < kV; ++k)  // math::softmax_shift: a column of -inf shifts by 0
     mx[k] = _mm512_mask_mov_ps(mx[k], _mm512_cmp_ps_mask(mx[k], minus_inf, _CMP_EQ_OQ), _mm512_setzero_ps());
+  // Row j's exps: in the fp32 output itself, else in e.
+  auto exps_at = [&](int64_t j) {
+    if constexpr (kFloatOut)
+      return y + j * inner;
+    else
+      return e + j * kCols;
+  };
   for (int64_t j = 0; j < n; ++j) {
+    if (next != nullptr)
+      for (int64_t b = 0; b < kCols * int64_t(sizeof(T)); b += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(next + j * inner) + b, _MM_HINT_T0);
+    load_block_row<kSplit>(x + j * inner, v);
     for (int k = 0; k < kV; ++k) {
-      if (next != nullptr) _mm_prefetch(reinterpret_cast<const char*>(next + j * inner + 16 * k), _MM_HINT_T0);
-      const __m512 e = exp16_nonpositive(_mm512_sub_ps(load16(x + j * inner + 16 * k), mx[k]));
-      if constexpr (!Log) _mm512_storeu_ps(y + j * inner + 16 * k, e);
-      sum[k] = _mm512_add_ps(sum[k], e);
+      const __m512 ex = exp16_nonpositive(_mm512_sub_ps(v[k], mx[k]), R{});
+      if constexpr (!Log) _mm512_storeu_ps(exps_at(j) + 16 * k, ex);
+      sum[k] = _mm512_add_ps(sum[k], ex);
     }
   }
   if constexpr (Log) {
@@ -485,17 +550,17 @@ void softmax_column_block(const T* x, float* y, int64_t n, int64_t inner, const 
     for (int k = 0; k < kV; ++k) _mm512_store_ps(lse + 16 * k, sum[k]);
     for (float& v : lse) v = std::log(v);
     for (int k = 0; k < kV; ++k) sum[k] = _mm512_load_ps(lse + 16 * k);
-    for (int64_t j = 0; j < n; ++j)
-      for (int k = 0; k < kV; ++k)
-        _mm512_storeu_ps(y + j * inner + 16 * k,
-                         _mm512_sub_ps(_mm512_sub_ps(load16(x + j * inner + 16 * k), mx[k]), sum[k]));
   } else {
     for (int k = 0; k < kV; ++k) sum[k] = _mm512_div_ps(_mm512_set1_ps(1.0f), sum[k]);
-    for (int64_t j = 0; j < n; ++j)
-      for (int k = 0; k < kV; ++k) {
-        float* q = y + j * inner + 16 * k;
-        _mm512_storeu_ps(q, _mm512_mul_ps(_mm512_loadu_ps(q), sum[k]));
-      }
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    if constexpr (Log) {
+      load_block_row<kSplit>(x + j * inner, v);
+      for (int k = 0; k < kV; ++k) v[k] = _mm512_sub_ps(_mm512_sub_ps(v[k], mx[k]), sum[k]);
+    } else {
+      for (int k = 0; k < kV; ++k) v[k] = _mm512_mul_ps(_mm512_loadu_ps(exps_at(j) + 16 * k), sum[k]);
+    }
+    store_block_row<kSplit>(v, y + j * inner);
   }
 }
 #endif
@@ -526,12 +591,7 @@ void softmax_columns(const T* x, O* y, int64_t n, int64_t inner, int64_t nc, boo
     // buffer, then are scaled and rounded (the loop below computed every exp twice: bf16 softmax
     // along a middle dim ran at 7 % of memcpy). Same sums, same results.
     if (!log && n * 16 <= kColumnBuffer) {
-      // 128 KiB: on the heap, once per thread, rather than on every caller's stack. With 32 KiB
-      // a block of 256 rows took 32 columns at a time, 64-byte runs: bf16 along a middle dim
-      // ran 30-50 % slower.
-      thread_local std::vector<float> storage(kColumnBuffer + 16);
-      float* buffer =
-          storage.data() + (16 - (reinterpret_cast<uintptr_t>(storage.data()) / 4) % 16) % 16;  // 64-byte aligned
+      float* buffer = column_buffer();
       const int64_t w = std::min(nc, kColumnBuffer / n / 16 * 16);
       for (int64_t c0 = 0; c0 < nc; c0 += w) {
         const int64_t cw = std::min(w, nc - c0);
@@ -690,36 +750,25 @@ void softmax_backward_rows(const Y* y, const Y* g, G* gx, int64_t rows, int64_t 
 template <bool Log, typename Y, typename G>
 void softmax_backward_column_block(const Y* y, const Y* g, G* gx, int64_t n, int64_t inner, int64_t next) {
   constexpr int kV = int(kCols / 16);
-  __m512 s[kV];
+  constexpr bool kSplit = std::is_same_v<Y, BFloat16> && std::is_same_v<G, BFloat16>;
+  __m512 s[kV], v[kV], d[kV];
   for (int k = 0; k < kV; ++k) s[k] = _mm512_setzero_ps();
-  for (int64_t j = 0; j < n; ++j)
-    for (int k = 0; k < kV; ++k) {
-      const int64_t at = j * inner + 16 * k;
-      s[k] = Log ? _mm512_add_ps(s[k], load16(g + at)) : _mm512_fmadd_ps(load16(g + at), load16(y + at), s[k]);
-    }
   for (int64_t j = 0; j < n; ++j) {
-    __m512 out[kV];
-    for (int k = 0; k < kV; ++k) {
-      const int64_t at = j * inner + 16 * k;
-      if (next != 0) {
-        _mm_prefetch(reinterpret_cast<const char*>(y + next + at), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(g + next + at), _MM_HINT_T0);
+    load_block_row<kSplit>(g + j * inner, d);
+    if (!Log) load_block_row<kSplit>(y + j * inner, v);
+    for (int k = 0; k < kV; ++k) s[k] = Log ? _mm512_add_ps(s[k], d[k]) : _mm512_fmadd_ps(d[k], v[k], s[k]);
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    if (next != 0)
+      for (int64_t b = 0; b < kCols * int64_t(sizeof(Y)); b += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(y + next + j * inner) + b, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(g + next + j * inner) + b, _MM_HINT_T0);
       }
-      const __m512 v = load16(y + at), d = load16(g + at);
-      out[k] = Log ? _mm512_fnmadd_ps(exp16(v), s[k], d) : _mm512_mul_ps(v, _mm512_sub_ps(d, s[k]));
-    }
-    G* q = gx + j * inner;
-    if constexpr (std::is_same_v<G, float>) {
-      for (int k = 0; k < kV; ++k) _mm512_storeu_ps(q + 16 * k, out[k]);
-    } else {
-#if defined(__AVX512BF16__)
-      for (int k = 0; k < kV; k += 2) store_bf16x32(out[k], out[k + 1], reinterpret_cast<uint16_t*>(q) + 16 * k);
-#else
-      alignas(64) float f[kCols];
-      for (int k = 0; k < kV; ++k) _mm512_store_ps(f + 16 * k, out[k]);
-      narrow_block(f, q, kCols);
-#endif
-    }
+    load_block_row<kSplit>(y + j * inner, v);
+    load_block_row<kSplit>(g + j * inner, d);
+    for (int k = 0; k < kV; ++k)
+      v[k] = Log ? _mm512_fnmadd_ps(exp16(v[k]), s[k], d[k]) : _mm512_mul_ps(v[k], _mm512_sub_ps(d[k], s[k]));
+    store_block_row<kSplit>(v, gx + j * inner);
   }
 }
 #endif
@@ -783,8 +832,9 @@ void softmax(const Tensor& in, const Tensor& out, bool log) {
       for_each_block(d, [&](int64_t o, int64_t c0, int64_t nc) {
         const int64_t base = o * d.n * d.inner + c0;
 #if defined(__AVX512F__)
-        if constexpr (kLoad16Type<T> && std::is_same_v<O, float>) {
-          if (nc == kCols) {
+        if constexpr (kLoad16Type<T> && column_block_output<O>()) {
+          // A bf16 output's exps wait in a buffer of n rows of the block (column_buffer).
+          if (nc == kCols && (std::is_same_v<O, float> || d.n * kCols <= kColumnBuffer)) {
             // The next block's rows are prefetched during the exp pass when the input comes from
             // memory (8 MiB and more): its 512-byte row segments, a row apart, came in at two
             // thirds of the speed the same block has from cache (fp32 [64, 256, 256] along dim 1,
@@ -792,10 +842,11 @@ void softmax(const Tensor& in, const Tensor& out, bool log) {
             const int64_t numel = d.outer * d.n * d.inner;
             const int64_t next = c0 + kCols < d.inner ? base + kCols : (o + 1) * d.n * d.inner;
             const T* xn = next < numel && numel * int64_t(sizeof(T)) >= kPrefetchBytes ? x + next : nullptr;
+            float* e = std::is_same_v<O, float> ? nullptr : column_buffer();
             if (log)
-              softmax_column_block<true>(x + base, y + base, d.n, d.inner, xn);
+              softmax_column_block<true>(x + base, y + base, d.n, d.inner, xn, e);
             else
-              softmax_column_block<false>(x + base, y + base, d.n, d.inner, xn);
+              softmax_column_block<false>(x + base, y + base, d.n, d.inner, xn, e);
             return;
           }
         }
@@ -830,7 +881,7 @@ void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool 
       for_each_block(d, [&](int64_t o, int64_t c0, int64_t nc) {
         const int64_t base = o * d.n * d.inner + c0;
 #if defined(__AVX512F__)
-        if constexpr (kLoad16Type<Y> && kLoad16Type<G>) {
+        if constexpr (kLoad16Type<Y> && column_block_output<G>()) {
           if (nc == kCols) {
             const int64_t numel = d.outer * d.n * d.inner;
             const int64_t next = c0 + kCols < d.inner ? kCols : d.n * d.inner - c0;  // as softmax's
