@@ -230,22 +230,16 @@ inline __m512 vector_form(math::GeluErfBackward, __m512 g, __m512 x) {
 // a + b, a - b, a b, a / b: one instruction each, so that bf16 -> bf16 arithmetic takes the
 // in-register path of the functors above (vector_form_block, core/cpu/elementwise.cpp) rather
 // than map_acc's integer rounding; bf16 add of a bias row ran at half of memcpy through it.
-template <typename R = Fp32Result>
-inline __m512 vector_form(math::Add, __m512 a, __m512 b) {
-  return _mm512_add_ps(a, b);
-}
-template <typename R = Fp32Result>
-inline __m512 vector_form(math::Sub, __m512 a, __m512 b) {
-  return _mm512_sub_ps(a, b);
-}
-template <typename R = Fp32Result>
-inline __m512 vector_form(math::Mul, __m512 a, __m512 b) {
-  return _mm512_mul_ps(a, b);
-}
-template <typename R = Fp32Result>
-inline __m512 vector_form(math::Div, __m512 a, __m512 b) {
-  return _mm512_div_ps(a, b);
-}
+#define MT_ARITHMETIC_VECTOR_FORM(Functor, instruction)          \
+  template <typename R = Fp32Result>                             \
+  inline __m512 vector_form(math::Functor, __m512 a, __m512 b) { \
+    return instruction(a, b);                                    \
+  }
+MT_ARITHMETIC_VECTOR_FORM(Add, _mm512_add_ps)
+MT_ARITHMETIC_VECTOR_FORM(Sub, _mm512_sub_ps)
+MT_ARITHMETIC_VECTOR_FORM(Mul, _mm512_mul_ps)
+MT_ARITHMETIC_VECTOR_FORM(Div, _mm512_div_ps)
+#undef MT_ARITHMETIC_VECTOR_FORM
 
 template <typename F>
 constexpr bool kHasVectorForm = requires(__m512 v) {
