@@ -2,10 +2,13 @@
 // forward and backward, without a transposing copy: with inner == 1 a task walks its rows
 // software-pipelined (softmax of rows of 128-2048 on AVX-512) or in groups, phase by phase
 // across the group; otherwise it walks a block of kCols adjacent columns down the n dim,
-// vectorized across them (a whole block with an fp32 output in registers: softmax_column_block).
-// fp32 math takes its exps from exp_floats (core/cpu/vec_math.h) over a row or a column block
-// of differences x - max; the rest are `omp simd` loops that read bf16 through its bits, so a
-// bf16 input feeding the fp32 softmax of autocast is widened on the way (double: libm's exp).
+// vectorized across them (a whole block of kCols with a float or bf16 output in registers:
+// softmax_column_block).
+// fp32 math takes its exps from vec_math.h's exp16 forms (exp_floats over a row or a column
+// block of differences x - max, or inline in the AVX-512 kernels); the general loops are `omp
+// simd` loops that read bf16 through its bits, so a bf16 input feeding the fp32 softmax of
+// autocast is widened on the way (double: libm's exp). The backward of rows and whole column
+// blocks has AVX-512 kernels too (softmax_backward_row_avx512, softmax_backward_column_block).
 // log_softmax is (x - max) - log(sum): x - (max + log(sum)) loses log(sum) for huge logits.
 #include <algorithm>
 #include <cmath>
