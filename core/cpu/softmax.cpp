@@ -213,13 +213,41 @@ void softmax_row(const T* p, O* q, int64_t n, bool log) {
   }
 }
 
+#if defined(__AVX512BF16__)
+// bf16 to bf16 log_softmax rows read as word halves (bf16_words_as_floats: one operation per
+// vector where widening takes two) in the exp pass and the output pass, as the pipelined
+// softmax rows: the row sum is the halves' sum.
+template <typename T, typename O>
+constexpr bool kLogWords = std::is_same_v<T, BFloat16>&& std::is_same_v<O, BFloat16>;
+
+// The sum of exp(p[i] - mx) for i < n, the exps in bf16-result precision, 32 at a time as even
+// and odd halves, the last 1-31 as exp_floats' tail.
+inline float log_softmax_exp_sum_words(const BFloat16* p, int64_t n, float mx) {
+  const __m512 s = _mm512_set1_ps(mx);
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m512 ev, od;
+    bf16_words_as_floats(_mm512_loadu_si512(p + i), ev, od);
+    a0 = _mm512_add_ps(a0, exp16_nonpositive(_mm512_sub_ps(ev, s), Bf16Result{}));
+    a1 = _mm512_add_ps(a1, exp16_nonpositive(_mm512_sub_ps(od, s), Bf16Result{}));
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    a0 = _mm512_add_ps(a0, _mm512_maskz_mov_ps(m, exp16_nonpositive(_mm512_sub_ps(load16(p + i, m), s), Bf16Result{})));
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+}
+#endif
+
 // fp32 rows of up to kRowBuffer that softmax_rows_pipelined (below) does not take (log_softmax,
 // rows shorter than 128 or longer than 2048, fp16, CPUs without AVX-512) go up to kRowGroup at
 // a time (as many as fit the buffer), phase by phase: the maxima of all, then their exps and
 // sums, then the scaling. Row by row, each row's reductions and division were a chain that the
 // next row's vector work did not overlap (bf16 rows of 256: +30 %). A row's exps stay in the
 // buffer (or the fp32 output) between the phases, so each is computed once, and the sum's order
-// is exp_floats' for the row's length.
+// is exp_floats' for the row's length (bf16 to bf16 log_softmax: the word halves' sums,
+// log_softmax_exp_sum_words).
 // rows rows of n, rows * n <= kRowBuffer, rows <= kRowGroup: x[r * n + i] -> y[r * n + i].
 template <typename T, typename O>
 void softmax_row_group(const T* x, O* y, int64_t rows, int64_t n, bool log) {
@@ -229,6 +257,15 @@ void softmax_row_group(const T* x, O* y, int64_t rows, int64_t n, bool log) {
   constexpr bool kFloatOut = std::is_same_v<O, float>;
   for (int64_t r = 0; r < rows; ++r) {
     float* e = log ? buffer : kFloatOut ? reinterpret_cast<float*>(y) + r * n : buffer + r * n;
+#if defined(__AVX512BF16__)
+    if constexpr (kLogWords<T, O>) {
+      if (log) {
+        sum[r] = log_softmax_exp_sum_words(x + r * n, n, mx[r]);
+        prefetch_lines(x + (rows + r) * n, n * sizeof(T));
+        continue;
+      }
+    }
+#endif
     sum[r] = log ? row_exps<true, ResultPrecision<O>, false>(x + r * n, e, n, mx[r])
                  : row_exps<true, ResultPrecision<O>>(x + r * n, e, n, mx[r]);
     prefetch_lines(x + (rows + r) * n, n * sizeof(T));  // the next group's row r
@@ -244,6 +281,14 @@ void softmax_row_group(const T* x, O* y, int64_t rows, int64_t n, bool log) {
 #if defined(__AVX512BF16__)
         if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, float>) {  // both in one pass
           const __m512 vm = _mm512_set1_ps(mx[r]), vs = _mm512_set1_ps(sum[r]);
+          if constexpr (kLogWords<T, O>) {  // word halves in, even / odd out
+            for (; i + 32 <= n; i += 32) {
+              __m512 ev, od;
+              bf16_words_as_floats(_mm512_loadu_si512(p + i), ev, od);
+              store_bf16_even_odd(_mm512_sub_ps(_mm512_sub_ps(ev, vm), vs), _mm512_sub_ps(_mm512_sub_ps(od, vm), vs),
+                                  reinterpret_cast<uint16_t*>(q) + i);
+            }
+          }
           auto at = [&](int64_t k) { return _mm512_sub_ps(_mm512_sub_ps(load16(p + k), vm), vs); };
           for (; i + 32 <= n; i += 32) store_bf16x32(at(i), at(i + 16), reinterpret_cast<uint16_t*>(q) + i);
         }
