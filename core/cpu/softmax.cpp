@@ -69,6 +69,19 @@ inline void prefetch_lines(const void* p, int64_t bytes) {
   for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(static_cast<const char*>(p) + b);
 }
 
+// From the column block (o, c0) of for_each_block to the next one (the next task's), in
+// elements, for the block kernels to prefetch its rows while they work on theirs; 0 for the last
+// block and for inputs under kPrefetchBytes. From memory (8 MiB and more) a block's 512-byte row
+// segments, a row apart, came in at two thirds of the speed the same block has from cache (fp32
+// [64, 256, 256] along dim 1, one thread: +20 % with the prefetches); from cache the prefetches
+// only cost (-5 % at 4 MiB).
+inline int64_t next_block_offset(const SoftmaxDims& d, int64_t o, int64_t c0, size_t element_bytes) {
+  const int64_t numel = d.outer * d.n * d.inner;
+  if (numel * int64_t(element_bytes) < kPrefetchBytes) return 0;
+  if (c0 + kCols < d.inner) return kCols;
+  return o + 1 < d.outer ? d.n * d.inner - c0 : 0;
+}
+
 // With inner == 1: runs body(offset of the first row, rows) over groups of up to kRowGroup rows
 // (fewer where kRowGroup rows would not fit kRowBuffer floats) on the pool.
 template <typename F>
@@ -78,6 +91,40 @@ void for_each_row_group(const SoftmaxDims& d, F body) {
     for (int64_t g = b; g < e; ++g) body(g * per * d.n, std::min(per, d.outer - g * per));
   });
 }
+
+#if defined(__AVX512F__)
+// 16 V elements of p as V vectors of floats (V even): in element order, or, Split (bf16 in and
+// bf16 out), as bf16_words_as_floats' halves, vector 2w holding the even elements of the words
+// at p + 32 w and 2w + 1 the odd ones (one operation per vector where widening takes two). The
+// kernels that read this way either compute per element (a column block's columns) or put
+// their sums back in element order, so either order gives the same bits.
+template <int V, bool Split, typename T>
+inline void load_vectors(const T* p, __m512* v) {
+  if constexpr (Split) {
+    for (int w = 0; w < V / 2; ++w) bf16_words_as_floats(_mm512_loadu_si512(p + 32 * w), v[2 * w], v[2 * w + 1]);
+  } else {
+    for (int k = 0; k < V; ++k) v[k] = load16(p + 16 * k);
+  }
+}
+// The V vectors back to q, in load_vectors' order: floats, or bf16 rounded to nearest even
+// (denormals kept; AVX512-BF16 only).
+template <int V, bool Split, typename O>
+inline void store_vectors(const __m512* v, O* q) {
+  if constexpr (std::is_same_v<O, float>) {
+    for (int k = 0; k < V; ++k) _mm512_storeu_ps(q + 16 * k, v[k]);
+  } else {
+#if defined(__AVX512BF16__)
+    uint16_t* bits = reinterpret_cast<uint16_t*>(q);
+    for (int w = 0; w < V / 2; ++w) {
+      if constexpr (Split)
+        store_bf16_even_odd(v[2 * w], v[2 * w + 1], bits + 32 * w);
+      else
+        store_bf16x32(v[2 * w], v[2 * w + 1], bits + 32 * w);
+    }
+#endif
+  }
+}
+#endif
 
 // The largest of p[0..n) as float, NaN skipped (the scalar `v > mx ? v : mx`; a row of NaN
 // gives -inf). On AVX-512, fp32 and bf16 rows: four vmaxps accumulators, the running one the
@@ -227,10 +274,10 @@ inline float log_softmax_exp_sum_words(const BFloat16* p, int64_t n, float mx) {
   __m512 a0 = _mm512_setzero_ps(), a1 = a0;
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    __m512 ev, od;
-    bf16_words_as_floats(_mm512_loadu_si512(p + i), ev, od);
-    a0 = _mm512_add_ps(a0, exp16_nonpositive(_mm512_sub_ps(ev, s), Bf16Result{}));
-    a1 = _mm512_add_ps(a1, exp16_nonpositive(_mm512_sub_ps(od, s), Bf16Result{}));
+    __m512 v[2];
+    load_vectors<2, true>(p + i, v);
+    a0 = _mm512_add_ps(a0, exp16_nonpositive(_mm512_sub_ps(v[0], s), Bf16Result{}));
+    a1 = _mm512_add_ps(a1, exp16_nonpositive(_mm512_sub_ps(v[1], s), Bf16Result{}));
   }
   for (; i < n; i += 16) {
     const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
@@ -283,10 +330,10 @@ void softmax_row_group(const T* x, O* y, int64_t rows, int64_t n, bool log) {
           const __m512 vm = _mm512_set1_ps(mx[r]), vs = _mm512_set1_ps(sum[r]);
           if constexpr (kLogWords<T, O>) {  // word halves in, even / odd out
             for (; i + 32 <= n; i += 32) {
-              __m512 ev, od;
-              bf16_words_as_floats(_mm512_loadu_si512(p + i), ev, od);
-              store_bf16_even_odd(_mm512_sub_ps(_mm512_sub_ps(ev, vm), vs), _mm512_sub_ps(_mm512_sub_ps(od, vm), vs),
-                                  reinterpret_cast<uint16_t*>(q) + i);
+              __m512 v[2];
+              load_vectors<2, true>(p + i, v);
+              for (__m512& u : v) u = _mm512_sub_ps(_mm512_sub_ps(u, vm), vs);
+              store_vectors<2, true>(v, q + i);
             }
           }
           auto at = [&](int64_t k) { return _mm512_sub_ps(_mm512_sub_ps(load16(p + k), vm), vs); };
@@ -349,14 +396,6 @@ void softmax_rows_pipelined(const T* x, O* y, int64_t rows, int64_t n) {
   // put back in element order as they are rounded (bf16 rows of 256 +8-9 %). Their sum is the
   // halves' sum, so a bf16 row's rounded results can differ from the row groups' by a step.
   constexpr bool kWords = std::is_same_v<T, BFloat16> && std::is_same_v<O, BFloat16>;
-  auto load32 = [](const T* p, __m512& lo, __m512& hi) {
-    if constexpr (kWords) {
-      bf16_words_as_floats(_mm512_loadu_si512(p), lo, hi);
-    } else {
-      lo = load16(p);
-      hi = load16(p + 16);
-    }
-  };
   float mx_b = 0, inv_c = 0;  // row r + 1's maximum, 1 / row r's sum
   for (int64_t r = -2; r < rows; ++r) {
     const bool a_on = r + 2 < rows, b_on = r + 1 >= 0 && r + 1 < rows, c_on = r >= 0;
@@ -369,35 +408,25 @@ void softmax_rows_pipelined(const T* x, O* y, int64_t rows, int64_t n) {
     const __m512 sb = _mm512_set1_ps(mx_b), inv = _mm512_set1_ps(inv_c);
     __m512 m0 = minus_inf, m1 = minus_inf, a0 = _mm512_setzero_ps(), a1 = a0;
     auto max_step = [&](int64_t i) {
-      __m512 u, v;
-      load32(pa + i, u, v);
-      m0 = _mm512_max_ps(u, m0);
-      m1 = _mm512_max_ps(v, m1);
+      __m512 u[2];
+      load_vectors<2, kWords>(pa + i, u);
+      m0 = _mm512_max_ps(u[0], m0);
+      m1 = _mm512_max_ps(u[1], m1);
     };
     auto exp_step = [&](int64_t i) {
-      __m512 u, v;
-      load32(pb + i, u, v);
-      const __m512 e0 = exp16_nonpositive(_mm512_sub_ps(u, sb), R{});
-      const __m512 e1 = exp16_nonpositive(_mm512_sub_ps(v, sb), R{});
+      __m512 u[2];
+      load_vectors<2, kWords>(pb + i, u);
+      const __m512 e0 = exp16_nonpositive(_mm512_sub_ps(u[0], sb), R{});
+      const __m512 e1 = exp16_nonpositive(_mm512_sub_ps(u[1], sb), R{});
       _mm512_storeu_ps(eb + i, e0);
       _mm512_storeu_ps(eb + i + 16, e1);
       a0 = _mm512_add_ps(a0, e0);
       a1 = _mm512_add_ps(a1, e1);
     };
     auto out_step = [&](int64_t i) {
-      const __m512 o0 = _mm512_mul_ps(_mm512_loadu_ps(ec + i), inv),
-                   o1 = _mm512_mul_ps(_mm512_loadu_ps(ec + i + 16), inv);
-      if constexpr (kFloatOut) {
-        _mm512_storeu_ps(reinterpret_cast<float*>(qc) + i, o0);
-        _mm512_storeu_ps(reinterpret_cast<float*>(qc) + i + 16, o1);
-      } else {
-#if defined(__AVX512BF16__)
-        if constexpr (kWords)
-          store_bf16_even_odd(o0, o1, reinterpret_cast<uint16_t*>(qc) + i);
-        else
-          store_bf16x32(o0, o1, reinterpret_cast<uint16_t*>(qc) + i);
-#endif
-      }
+      const __m512 o[2] = {_mm512_mul_ps(_mm512_loadu_ps(ec + i), inv),
+                           _mm512_mul_ps(_mm512_loadu_ps(ec + i + 16), inv)};
+      store_vectors<2, kWords>(o, qc + i);
     };
     if (a_on && b_on && c_on) {
       for (int64_t i = 0; i < full; i += 32) {
@@ -508,39 +537,6 @@ float* column_buffer() {
 }
 
 #if defined(__AVX512F__)
-// A row of a block of kCols columns in kCols / 16 vectors of floats: in column order, or, Split
-// (bf16 in and out), as bf16_words_as_floats' halves, vector 2w holding the even columns of
-// words 32w.. and 2w + 1 the odd ones (one operation per vector where widening takes two). The
-// column kernels' arithmetic is per column, so either order gives the same bits.
-template <bool Split, typename T>
-inline void load_block_row(const T* p, __m512* v) {
-  if constexpr (Split) {
-    for (int w = 0; w < int(kCols / 32); ++w)
-      bf16_words_as_floats(_mm512_loadu_si512(p + 32 * w), v[2 * w], v[2 * w + 1]);
-  } else {
-    for (int k = 0; k < int(kCols / 16); ++k) v[k] = load16(p + 16 * k);
-  }
-}
-// The row back to q, as load_block_row read it: floats, or bf16 rounded to nearest even.
-template <bool Split, typename O>
-inline void store_block_row(const __m512* v, O* q) {
-  if constexpr (std::is_same_v<O, float>) {
-    for (int k = 0; k < int(kCols / 16); ++k) _mm512_storeu_ps(q + 16 * k, v[k]);
-  } else {
-#if defined(__AVX512BF16__)
-    uint16_t* bits = reinterpret_cast<uint16_t*>(q);
-    for (int w = 0; w < int(kCols / 32); ++w) {
-      if constexpr (Split)
-        store_bf16_even_odd(v[2 * w], v[2 * w + 1], bits + 32 * w);
-      else
-        store_bf16x32(v[2 * w], v[2 * w + 1], bits + 32 * w);
-    }
-#endif
-  }
-}
-#endif
-
-#if defined(__AVX512F__)
 // The output types softmax_column_block writes: float, and bf16 where the CPU rounds to it in
 // one instruction.
 template <typename O>
@@ -554,7 +550,8 @@ constexpr bool column_block_output() {
 // chain through them from row to row). The same operations in the same order, so the same bits:
 // the exps of the differences (softmax: kept in y, or for bf16 in the fp32 buffer e of n rows
 // of kCols, summed, then scaled by 1 / sum; log_softmax: summed, then y = (x - max) - log(sum)).
-// next: the next block's input, prefetched during the exp pass, or null.
+// next: the next block's input (next_block_offset), prefetched during the exp pass, or null (a
+// pointer: the same addresses as an offset from x ran 20 % slower at 4M fp32 as GCC 12 built it).
 // x[j * inner + c] for j < n, c < kCols -> y likewise.
 template <bool Log, typename T, typename O>
 void softmax_column_block(const T* x, O* y, int64_t n, int64_t inner, const T* next, float* e) {
@@ -570,7 +567,7 @@ void softmax_column_block(const T* x, O* y, int64_t n, int64_t inner, const T* n
   }
   __m512 v[kV];
   for (int64_t j = 0; j < n; ++j) {
-    load_block_row<kSplit>(x + j * inner, v);
+    load_vectors<kV, kSplit>(x + j * inner, v);
     for (int k = 0; k < kV; ++k) mx[k] = _mm512_max_ps(v[k], mx[k]);  // NaN skipped
   }
   for (int k = 0; k < kV; ++k)  // math::softmax_shift: a column of -inf shifts by 0
@@ -586,7 +583,7 @@ void softmax_column_block(const T* x, O* y, int64_t n, int64_t inner, const T* n
     if (next != nullptr)
       for (int64_t b = 0; b < kCols * int64_t(sizeof(T)); b += 64)
         _mm_prefetch(reinterpret_cast<const char*>(next + j * inner) + b, _MM_HINT_T0);
-    load_block_row<kSplit>(x + j * inner, v);
+    load_vectors<kV, kSplit>(x + j * inner, v);
     for (int k = 0; k < kV; ++k) {
       const __m512 ex = exp16_nonpositive(_mm512_sub_ps(v[k], mx[k]), R{});
       if constexpr (!Log) _mm512_storeu_ps(exps_at(j) + 16 * k, ex);
@@ -603,12 +600,12 @@ void softmax_column_block(const T* x, O* y, int64_t n, int64_t inner, const T* n
   }
   for (int64_t j = 0; j < n; ++j) {
     if constexpr (Log) {
-      load_block_row<kSplit>(x + j * inner, v);
+      load_vectors<kV, kSplit>(x + j * inner, v);
       for (int k = 0; k < kV; ++k) v[k] = _mm512_sub_ps(_mm512_sub_ps(v[k], mx[k]), sum[k]);
     } else {
       for (int k = 0; k < kV; ++k) v[k] = _mm512_mul_ps(_mm512_loadu_ps(exps_at(j) + 16 * k), sum[k]);
     }
-    store_block_row<kSplit>(v, y + j * inner);
+    store_vectors<kV, kSplit>(v, y + j * inner);
   }
 }
 #endif
@@ -777,18 +774,6 @@ void backward_row_write(const Y* y, const Y* g, G* gx, int64_t n, bool log, Acc 
 }
 
 #if defined(__AVX512F__)
-// 64 elements of p as four vectors of floats: in element order, or, Split (bf16 y and g with a
-// bf16 gradient), as bf16_words_as_floats' halves (vectors 2h and 2h + 1: the even and odd
-// elements of p + 32 h; one operation per vector where widening takes two).
-template <bool Split, typename T>
-inline void load64(const T* p, __m512* v) {
-  if constexpr (Split) {
-    for (int h = 0; h < 2; ++h) bf16_words_as_floats(_mm512_loadu_si512(p + 32 * h), v[2 * h], v[2 * h + 1]);
-  } else {
-    for (int k = 0; k < 4; ++k) v[k] = load16(p + 16 * k);
-  }
-}
-
 // backward_row_sum and backward_row_write of one row on AVX-512, y and g float or bf16, gx float
 // or bf16 (a bf16 one only where the CPU rounds in one instruction): the same operations in the
 // same order, so the same bits. The sum keeps backward_row_sum's 64 partial sums in four
@@ -803,8 +788,8 @@ void softmax_backward_row_avx512(const Y* y, const Y* g, G* gx, int64_t n) {
   __m512 v[4], d[4];
   int64_t i = 0;
   for (; i + kSumLanes <= n; i += kSumLanes) {
-    load64<kSplit>(g + i, d);
-    if (!Log) load64<kSplit>(y + i, v);
+    load_vectors<4, kSplit>(g + i, d);
+    if (!Log) load_vectors<4, kSplit>(y + i, v);
     for (int k = 0; k < 4; ++k) acc[k] = Log ? _mm512_add_ps(acc[k], d[k]) : _mm512_fmadd_ps(d[k], v[k], acc[k]);
   }
   alignas(64) float lanes[kSumLanes];
@@ -824,23 +809,11 @@ void softmax_backward_row_avx512(const Y* y, const Y* g, G* gx, int64_t n) {
   const __m512 s = _mm512_set1_ps(sum);
   i = 0;
   for (; i + kSumLanes <= n; i += kSumLanes) {
-    load64<kSplit>(y + i, v);
-    load64<kSplit>(g + i, d);
+    load_vectors<4, kSplit>(y + i, v);
+    load_vectors<4, kSplit>(g + i, d);
     for (int k = 0; k < 4; ++k)
       v[k] = Log ? _mm512_fnmadd_ps(exp16(v[k]), s, d[k]) : _mm512_mul_ps(v[k], _mm512_sub_ps(d[k], s));
-    if constexpr (std::is_same_v<G, float>) {
-      for (int k = 0; k < 4; ++k) _mm512_storeu_ps(gx + i + 16 * k, v[k]);
-    } else {
-#if defined(__AVX512BF16__)
-      uint16_t* bits = reinterpret_cast<uint16_t*>(gx + i);
-      for (int h = 0; h < 2; ++h) {
-        if constexpr (kSplit)
-          store_bf16_even_odd(v[2 * h], v[2 * h + 1], bits + 32 * h);
-        else
-          store_bf16x32(v[2 * h], v[2 * h + 1], bits + 32 * h);
-      }
-#endif
-    }
+    store_vectors<4, kSplit>(v, gx + i);
   }
   if (i < n) backward_row_write(y + i, g + i, gx + i, n - i, Log, sum);
 }
@@ -885,8 +858,8 @@ void softmax_backward_column_block(const Y* y, const Y* g, G* gx, int64_t n, int
   __m512 s[kV], v[kV], d[kV];
   for (int k = 0; k < kV; ++k) s[k] = _mm512_setzero_ps();
   for (int64_t j = 0; j < n; ++j) {
-    load_block_row<kSplit>(g + j * inner, d);
-    if (!Log) load_block_row<kSplit>(y + j * inner, v);
+    load_vectors<kV, kSplit>(g + j * inner, d);
+    if (!Log) load_vectors<kV, kSplit>(y + j * inner, v);
     for (int k = 0; k < kV; ++k) s[k] = Log ? _mm512_add_ps(s[k], d[k]) : _mm512_fmadd_ps(d[k], v[k], s[k]);
   }
   for (int64_t j = 0; j < n; ++j) {
@@ -895,11 +868,11 @@ void softmax_backward_column_block(const Y* y, const Y* g, G* gx, int64_t n, int
         _mm_prefetch(reinterpret_cast<const char*>(y + next + j * inner) + b, _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(g + next + j * inner) + b, _MM_HINT_T0);
       }
-    load_block_row<kSplit>(y + j * inner, v);
-    load_block_row<kSplit>(g + j * inner, d);
+    load_vectors<kV, kSplit>(y + j * inner, v);
+    load_vectors<kV, kSplit>(g + j * inner, d);
     for (int k = 0; k < kV; ++k)
       v[k] = Log ? _mm512_fnmadd_ps(exp16(v[k]), s[k], d[k]) : _mm512_mul_ps(v[k], _mm512_sub_ps(d[k], s[k]));
-    store_block_row<kSplit>(v, gx + j * inner);
+    store_vectors<kV, kSplit>(v, gx + j * inner);
   }
 }
 #endif
@@ -966,13 +939,8 @@ void softmax(const Tensor& in, const Tensor& out, bool log) {
         if constexpr (kLoad16Type<T> && column_block_output<O>()) {
           // A bf16 output's exps wait in a buffer of n rows of the block (column_buffer).
           if (nc == kCols && (std::is_same_v<O, float> || d.n * kCols <= kColumnBuffer)) {
-            // The next block's rows are prefetched during the exp pass when the input comes from
-            // memory (8 MiB and more): its 512-byte row segments, a row apart, came in at two
-            // thirds of the speed the same block has from cache (fp32 [64, 256, 256] along dim 1,
-            // one thread: +20 %). From cache the prefetches only cost (-5 % at 4 MiB).
-            const int64_t numel = d.outer * d.n * d.inner;
-            const int64_t next = c0 + kCols < d.inner ? base + kCols : (o + 1) * d.n * d.inner;
-            const T* xn = next < numel && numel * int64_t(sizeof(T)) >= kPrefetchBytes ? x + next : nullptr;
+            const int64_t next = next_block_offset(d, o, c0, sizeof(T));
+            const T* xn = next != 0 ? x + base + next : nullptr;
             float* e = std::is_same_v<O, float> ? nullptr : column_buffer();
             if (log)
               softmax_column_block<true>(x + base, y + base, d.n, d.inner, xn, e);
@@ -1014,13 +982,11 @@ void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool 
 #if defined(__AVX512F__)
         if constexpr (kLoad16Type<Y> && column_block_output<G>()) {
           if (nc == kCols) {
-            const int64_t numel = d.outer * d.n * d.inner;
-            const int64_t next = c0 + kCols < d.inner ? kCols : d.n * d.inner - c0;  // as softmax's
-            const bool fetch = base + next < numel && numel * int64_t(sizeof(Y)) >= kPrefetchBytes;
+            const int64_t next = next_block_offset(d, o, c0, sizeof(Y));
             if (log)
-              softmax_backward_column_block<true>(py + base, pg + base, q + base, d.n, d.inner, fetch ? next : 0);
+              softmax_backward_column_block<true>(py + base, pg + base, q + base, d.n, d.inner, next);
             else
-              softmax_backward_column_block<false>(py + base, pg + base, q + base, d.n, d.inner, fetch ? next : 0);
+              softmax_backward_column_block<false>(py + base, pg + base, q + base, d.n, d.inner, next);
             return;
           }
         }
