@@ -17,6 +17,8 @@ Mantissa / PyTorch (below 1: Mantissa is faster).
 
   tools/compare-pytorch.sh [--threads 2] [--rounds 3]       (builds the bench programs first)
   /usr/bin/python3 tools/compare_pytorch.py --bench build/bench/bench_train_step
+On a CPU with AVX-512, PyTorch's OpenBLAS runs its SkylakeX kernels (OPENBLAS_CORETYPE, set for the
+workers whatever the environment says; --openblas-core NAME overrides); the header names the core.
 
 --scaling (d_model 128/256 x context 128/256) or --scaling-full (128/256/512 x 128/256/512)
 instead times the GPT step as it grows: 4 layers, heads = d_model / 32, batch 4096 / context,
@@ -249,7 +251,8 @@ def scaling_main(args):
     med = {k: statistics.median(rd[k][0] if isinstance(rd[k], tuple) else rd[k] for rd in rounds) for k in rounds[0]}
     rss = {k: max(rd[k][1] for rd in rounds) for k in rounds[0] if isinstance(rounds[0][k], tuple)}
     print(f"# {time.strftime('%Y-%m-%d')}, {cpu_name()}, {args.threads} threads, load {os.getloadavg()[0]:.1f}, "
-          f"medians of {args.rounds} rounds; PyTorch {torch.__version__}; 4 layers, heads = d / 32, "
+          f"medians of {args.rounds} rounds; PyTorch {torch.__version__} (OpenBLAS core "
+          f"{os.environ.get('OPENBLAS_CORETYPE', 'detected')}); 4 layers, heads = d / 32, "
           f"{SCALE_TOKENS} tokens a step; GEMM 2048^3: fp32 {med['gemm_fp32'] / 1e9:.0f}, "
           f"bf16 {med['gemm_bf16'] / 1e9:.0f} GFLOP/s")
     print("| prec | d_model | context | PyTorch | nn::GPT | ratio | user GPT | ratio | MFU PyTorch | MFU nn::GPT | "
@@ -299,6 +302,8 @@ def main():
     p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     p.add_argument("--scaling", action="store_true", help="the GPT step at d_model x context 128/256")
     p.add_argument("--scaling-full", action="store_true", help="the GPT step at d_model x context 128/256/512")
+    p.add_argument("--openblas-core", default="auto",
+                   help="OPENBLAS_CORETYPE for PyTorch (auto: SkylakeX on AVX-512 CPUs, else the environment's)")
     p.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--torch-scale", nargs=3, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -308,6 +313,7 @@ def main():
         return torch_scale_worker(args)
     if not args.bench:
         p.error("--bench is required")
+    openblas_core(args.openblas_core)  # before the workers start
     if args.scaling or args.scaling_full:
         return scaling_main(args)
 
@@ -321,7 +327,8 @@ def main():
 
     import torch
     print(f"# {time.strftime('%Y-%m-%d')}, {cpu_name()}, {args.threads} threads, medians of {args.rounds} "
-          f"alternating rounds; PyTorch {torch.__version__}; ratio = Mantissa / PyTorch")
+          f"alternating rounds; PyTorch {torch.__version__} (OpenBLAS core "
+          f"{os.environ.get('OPENBLAS_CORETYPE', 'detected')}); ratio = Mantissa / PyTorch")
     print("| model (step) | PyTorch fp32 | Mantissa fp32 | ratio | PyTorch bf16 autocast | "
           "Mantissa bf16 autocast | ratio | Mantissa fp16 autocast | Mantissa bf16 / fp32 speed-up |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -330,6 +337,24 @@ def main():
         print(f"| {m} | {t[m + '_fp32']:.2f} ms | {o[m + '_fp32']:.2f} ms | {o[m + '_fp32'] / t[m + '_fp32']:.2f}x "
               f"| {t[m + '_bf16']:.2f} ms | {o[m + '_bf16']:.2f} ms | {o[m + '_bf16'] / t[m + '_bf16']:.2f}x "
               f"| {o[m + '_fp16']:.2f} ms | {o[m + '_fp32'] / o[m + '_bf16']:.2f}x |")
+
+
+def openblas_core(choice):
+    """PyTorch's BLAS here is Debian's OpenBLAS, whose run-time detection takes an AVX-512 Zen for
+    an older core and runs its AVX2 kernels (and this machine's environment may name Haswell):
+    "auto" sets the SkylakeX (AVX-512) kernels on a CPU with AVX-512F, the fair yardstick, and
+    keeps the environment's choice elsewhere; any other value is set as given. Returns the core
+    the workers run with (they inherit the environment)."""
+    if choice != "auto":
+        os.environ["OPENBLAS_CORETYPE"] = choice
+    else:
+        try:
+            flags = next((line for line in open("/proc/cpuinfo") if line.startswith("flags")), "").split()
+        except OSError:
+            flags = []
+        if "avx512f" in flags:
+            os.environ["OPENBLAS_CORETYPE"] = "SkylakeX"
+    return os.environ.get("OPENBLAS_CORETYPE", "detected")
 
 
 def cpu_name():
