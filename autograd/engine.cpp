@@ -25,10 +25,37 @@ struct GraphTask {
   std::unordered_map<Node*, int> consumers;   // edges into each node not yet executed
   std::unordered_map<Node*, size_t> capture;  // autograd::grad inputs: node -> index
   std::vector<Tensor> captured;
+  // Nodes whose gradient so far is a cast's narrow one (Node::defers_widening_to): the dtype
+  // it stands for.
+  std::unordered_map<Node*, DType> narrow;
 
-  void add_gradient(Node* n, const Tensor& g) {
+  // `widen_to`: g is a cast's narrow gradient for a tensor of that dtype. A sum of gradients
+  // adds every term widened (exactly), as when the cast's backward widened it itself.
+  void add_gradient(Node* n, const Tensor& g, std::optional<DType> widen_to = {}) {
     Tensor& slot = buffer[n];
-    slot = slot.defined() ? slot + g : g;
+    if (!slot.defined()) {
+      slot = g;
+      if (widen_to) narrow[n] = *widen_to;
+      return;
+    }
+    if (auto it = narrow.find(n); it != narrow.end()) {
+      slot = slot.to(it->second);
+      narrow.erase(it);
+    }
+    slot = slot + (widen_to ? g.to(*widen_to) : g);
+  }
+
+  // The gradient summed at n as n's apply() may take it: a narrow one widened unless n reads
+  // narrow gradients and no hook, retain_grad or capture sees it.
+  Tensor take_gradient(Node* n) {
+    Tensor g = std::move(buffer[n]);
+    buffer.erase(n);
+    if (auto it = narrow.find(n); it != narrow.end()) {
+      const bool keep = n->reads_narrow_grad && n->pre_hooks.empty() && n->retained.expired() && !capture.contains(n);
+      if (!keep) g = g.to(it->second);
+      narrow.erase(it);
+    }
+    return g;
   }
 };
 
@@ -93,8 +120,7 @@ void execute(GraphTask& task, bool retain_graph, bool create_graph) {
   while (!ready.empty()) {
     std::shared_ptr<Node> node = ready.top();
     ready.pop();
-    Tensor g = std::move(task.buffer[node.get()]);
-    task.buffer.erase(node.get());
+    Tensor g = task.take_gradient(node.get());
     // autograd::grad returns leaf gradients instead of accumulating them into .grad.
     const bool apply = !(capturing && dynamic_cast<AccumulateGrad*>(node.get()) != nullptr);
     std::vector<Tensor> grads = node->call(g, create_graph, apply);
@@ -103,7 +129,10 @@ void execute(GraphTask& task, bool retain_graph, bool create_graph) {
     for (size_t i = 0; i < node->next.size(); ++i) {
       Node* nx = node->next[i].get();
       if (!nx) continue;
-      if (i < grads.size() && grads[i].defined()) task.add_gradient(nx, grads[i]);
+      if (i < grads.size() && grads[i].defined()) {
+        const std::optional<DType> to = node->defers_widening_to;
+        task.add_gradient(nx, grads[i], to && grads[i].dtype() != *to ? to : std::nullopt);
+      }
       if (--task.consumers[nx] == 0) ready.push(node->next[i]);
     }
   }

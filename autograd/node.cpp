@@ -152,13 +152,15 @@ std::string backward_node_name(const std::string& op) {
   return out + "Backward";
 }
 
-void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output, BackwardFn fn) {
+Node& record(const char* name, const std::vector<Tensor>& inputs, Tensor& output, BackwardFn fn) {
   auto node = std::make_shared<FunctionNode>(name, std::move(fn));
   node->next.reserve(inputs.size());
   for (const Tensor& t : inputs) node->next.push_back(t.defined() ? gradient_edge(t) : nullptr);
+  Node& recorded = *node;
   AutogradMeta& m = meta(output);
   m.requires_grad = true;
   m.grad_fn = std::move(node);
+  return recorded;
 }
 
 SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output) {

@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,14 @@ struct Node : std::enable_shared_from_this<Node> {
   std::weak_ptr<TensorImpl> retained;       // output whose .grad should be kept (retain_grad)
   uint64_t sequence;                        // creation order, for a stable topological order
   bool released = false;
+  // A cast's node (Tensor::to): the gradient it returns for its input may stay in the narrower
+  // dtype it arrived in (bf16/fp16 for an fp32 input); the engine widens it to this dtype
+  // (exactly) unless the node it flows into reads narrow gradients (below) and nothing else sees
+  // it there (hooks, retain_grad, autograd::grad's captures, a sum with another gradient).
+  std::optional<DType> defers_widening_to;
+  // apply() takes a gradient narrower than its output's dtype as the exactly widened values
+  // (softmax's backward reads a bf16 gradient in its kernel: no fp32 copy of it is made).
+  bool reads_narrow_grad = false;
 };
 
 // The node that gradients for `t` flow into: its grad_fn, or a leaf's accumulator.
@@ -71,7 +80,8 @@ bool needs_grad(std::initializer_list<Tensor> inputs);
 bool needs_grad(const std::vector<Tensor>& inputs);
 // Makes `output` a non-leaf produced by `fn` from `inputs` (call only when needs_grad); `name`
 // is the op's own name ("mul", "linear"): the node is named <Op>Backward from it.
-void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output, BackwardFn fn);
+// Returns the node, for the flags above.
+Node& record(const char* name, const std::vector<Tensor>& inputs, Tensor& output, BackwardFn fn);
 
 // A tensor kept for backward. Detects in-place modification through the version counter.
 // Outputs are stored without their grad_fn (no reference cycle); the engine restores it

@@ -258,21 +258,26 @@ Tensor softmax_impl(const amp::OpPolicy& policy, const Tensor& x0, int64_t dim_i
   backend_for(x.device()).softmax(softmax_view(xc, dim), softmax_view(y, dim), log);
   if (x0.dim() == 0) y = y.reshape({});
   if (needs_grad({x})) {
-    record(name, {x}, y, [sy = SavedTensor(y, true), dim, log, name, in_t = x.dtype()](const Tensor& g0, auto&) {
-      Tensor y = sy.unpack();
-      if (y.dim() == 0) y = y.reshape({1});
-      Tensor g = g0.reshape(y.sizes());
-      if (GradMode::is_enabled()) {  // a graph of the backward: the composite formula
-        Tensor gx = log ? g - exp(y) * sum(g, {dim}, true) : y * (g - sum(g * y, {dim}, true));
-        return Grads{gx.to(in_t).reshape(g0.sizes())};
-      }
-      // One pass per row (core/nn_kernels.h): gx in the input's dtype.
-      Tensor gc = launch::contiguous(g.dtype() == y.dtype() ? g : g.to(y.dtype()));
-      Tensor gx = make_tensor(y.sizes(), in_t, y.device());
-      nn_kernels_for(y.device(), name)
-          .softmax_backward(softmax_view(y, dim), softmax_view(gc, dim), softmax_view(gx, dim), log);
-      return Grads{gx.reshape(g0.sizes())};
-    });
+    autograd::Node& node =
+        record(name, {x}, y, [sy = SavedTensor(y, true), dim, log, name, in_t = x.dtype()](const Tensor& g0, auto&) {
+          Tensor y = sy.unpack();
+          if (y.dim() == 0) y = y.reshape({1});
+          Tensor g = g0.reshape(y.sizes());
+          if (GradMode::is_enabled()) {  // a graph of the backward: the composite formula
+            Tensor gx = log ? g - exp(y) * sum(g, {dim}, true) : y * (g - sum(g * y, {dim}, true));
+            return Grads{gx.to(in_t).reshape(g0.sizes())};
+          }
+          // One pass per row (core/nn_kernels.h): gx in the input's dtype. A bf16 gradient of an
+          // fp32 y (a cast's, Node::reads_narrow_grad) is read as it is on the CPU.
+          const bool as_is = g.dtype() == y.dtype() ||
+                             (y.device().is_cpu() && y.dtype() == DType::Float32 && g.dtype() == DType::BFloat16);
+          Tensor gc = launch::contiguous(as_is ? g : g.to(y.dtype()));
+          Tensor gx = make_tensor(y.sizes(), in_t, y.device());
+          nn_kernels_for(y.device(), name)
+              .softmax_backward(softmax_view(y, dim), softmax_view(gc, dim), softmax_view(gx, dim), log);
+          return Grads{gx.reshape(g0.sizes())};
+        });
+    node.reads_narrow_grad = true;
   }
   return y;
 }

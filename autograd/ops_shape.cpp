@@ -285,7 +285,13 @@ Tensor Tensor::to(Key, DType t) const {
   if (t == dtype()) return *this;
   Tensor y = launch::cast(*this, t);
   if (is_floating(t) && needs_grad({*this})) {
-    record("to_copy", {*this}, y, [from = dtype()](const Tensor& g, auto&) { return Grads{g.to(from)}; });
+    // A bf16/fp16 gradient for an fp32 input goes back as it is, outside create_graph: the
+    // engine widens it where it lands (the same values), or the node it lands in reads it
+    // directly (autocast's fp32 softmax before a bf16 matmul: no fp32 copy of the gradient).
+    record("to_copy", {*this}, y, [from = dtype()](const Tensor& g, auto&) {
+      if (!GradMode::is_enabled() && from == DType::Float32 && is_reduced_float(g.dtype())) return Grads{g};
+      return Grads{g.to(from)};
+    }).defers_widening_to = dtype();
   }
   return y;
 }

@@ -153,7 +153,8 @@ struct AttentionGeometry {
     (const Tensor& gout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Tensor& out,    \
      const Tensor& lse, const Tensor& gq, const Tensor& gk, const Tensor& gv, const AttentionGeometry& g))            \
   /* Softmax backward along n of y, gy, gx [outer, n, inner] (y, gy: the forward's output and its gradient, one */    \
-  /* dtype; gx: the input's floating dtype): gx = y * (gy - sum_n gy * y), log: gx = gy - exp(y) * sum_n gy. */       \
+  /* dtype, or on the CPU fp32 y and a bf16 gy; gx: the input's floating dtype): gx = y * (gy - sum_n gy * y), */     \
+  /* log: gx = gy - exp(y) * sum_n gy. */                                                                             \
   X(softmax_backward, (const Tensor& y, const Tensor& gy, const Tensor& gx, bool log))                                \
   /* out [G, R, C] = in with the elements outside a triangle zeroed: upper keeps column - row >= diagonal */          \
   /* (triu), lower keeps column - row <= diagonal (tril). Any dtype. */                                               \

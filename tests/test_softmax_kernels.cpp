@@ -367,3 +367,75 @@ TEST(SoftmaxKernels, Bf16OutputWithinOneStepOfTheFp32Kernel) {
     }
   }
 }
+
+// Autocast's fp32 softmax feeding a bf16 op (its output cast by Tensor::to): the cast's bf16
+// gradient reaches softmax's backward as it is, read in the kernel (no fp32 copy of it), with the
+// same bits as when it is widened first, which a hook on the softmax output forces (the engine
+// widens a cast's narrow gradient wherever anything else can see it: hooks, retain_grad,
+// autograd::grad, a sum with another gradient, a leaf). Rows and middle dims, 128-column blocks.
+TEST(SoftmaxKernels, CastGradientReadAsBf16MatchesWidenedOne) {
+  mt::manual_seed(11);
+  auto copies = [](const mt::profiler::Profile& p) {
+    int64_t n = 0;
+    for (const auto& s : p.op_stats())
+      if (s.name == "copy") n += s.calls;
+    return n;
+  };
+  for (const mt::Shape& shape : {mt::Shape{4, 8, 16}, mt::Shape{3, 5, 145}, mt::Shape{2, 40, 256}})
+    for (int64_t d : {1, 2})
+      for (bool log : {false, true}) {
+        const std::string what = mt::shape_str(shape) + " dim " + std::to_string(d) + (log ? " log" : "");
+        const Tensor x0 = (mt::randn(shape) * 3.0).to(mt::kBFloat16);
+        const Tensor w = mt::randn(shape).to(mt::kBFloat16), w32 = mt::randn(shape);
+        // mode 0: as is; 1: a hook on y (sees fp32); 2: y also used in fp32 (a sum of gradients);
+        // 3: y.retain_grad()
+        std::vector<float> grads[4];
+        int64_t copy_calls[4] = {};
+        for (int mode = 0; mode < 4; ++mode) {
+          Tensor x = x0.detach().requires_grad_();
+          mt::profiler::Profile prof;
+          Tensor y, loss;
+          {
+            mt::amp::Autocast ac(mt::kBFloat16);
+            y = log ? mt::log_softmax(x, d) : mt::softmax(x, d);
+            if (mode == 1)
+              y.register_hook([&](const Tensor& g) {
+                EXPECT_EQ(g.dtype(), mt::kFloat32) << what;
+                return Tensor();
+              });
+            if (mode == 3) y.retain_grad();
+            loss = (y.to(mt::kBFloat16) * w).sum();
+            if (mode == 2) loss = loss + (y * w32).sum();
+          }
+          loss.backward();
+          prof.stop();
+          copy_calls[mode] = copies(prof);
+          ASSERT_EQ(x.grad().dtype(), mt::kBFloat16) << what;
+          grads[mode] = x.grad().to(mt::kFloat32).to_vector<float>();
+          if (mode == 3) {
+            ASSERT_EQ(y.grad().dtype(), mt::kFloat32) << what;
+            EXPECT_EQ(y.grad().to_vector<float>(), w.to(mt::kFloat32).to_vector<float>()) << what;
+          }
+        }
+        EXPECT_EQ(grads[0], grads[1]) << what;
+        EXPECT_EQ(grads[0], grads[3]) << what;
+        // The widened gradient is one copy more (bf16 -> fp32) than the one read as it is.
+        EXPECT_EQ(copy_calls[0] + 1, copy_calls[1]) << what;
+        // A sum with y's own fp32 gradient: the reference widens the cast's gradient, then adds.
+        Tensor x = x0.detach().requires_grad_();
+        Tensor y = log ? mt::log_softmax(x.to(mt::kFloat32), d) : mt::softmax(x.to(mt::kFloat32), d);
+        Tensor g = w.to(mt::kFloat32) + w32;
+        (y * g).sum().backward();
+        EXPECT_EQ(grads[2], x.grad().to(mt::kFloat32).to_vector<float>()) << what;
+      }
+  // A cast of an fp32 leaf: its .grad in fp32, the bf16 gradient widened; autograd::grad likewise.
+  Tensor leaf = mt::randn({3, 7}).requires_grad_();
+  const Tensor wb = mt::randn({3, 7}).to(mt::kBFloat16);
+  (leaf.to(mt::kBFloat16) * wb).sum().backward();
+  ASSERT_EQ(leaf.grad().dtype(), mt::kFloat32);
+  EXPECT_EQ(leaf.grad().to_vector<float>(), wb.to(mt::kFloat32).to_vector<float>());
+  Tensor mid = leaf * 2.0;
+  const std::vector<Tensor> gm = mt::autograd::grad({(mid.to(mt::kBFloat16) * wb).sum()}, {mid});
+  ASSERT_EQ(gm[0].dtype(), mt::kFloat32);
+  EXPECT_EQ(gm[0].to_vector<float>(), wb.to(mt::kFloat32).to_vector<float>());
+}

@@ -726,8 +726,8 @@ void softmax_columns(const T* x, O* y, int64_t n, int64_t inner, int64_t nc, boo
 // acc[k] += the backward's summand at k < m: g[k] (log_softmax) or g[k] * y[k] (softmax).
 // Always inlined: the row sum calls it with m = kSumLanes, which must stay a constant for the
 // 64 lanes to live in registers (called out of line, fwd+bwd rows were 10-18 % slower).
-template <typename Acc, typename Y>
-[[gnu::always_inline]] inline void add_backward_terms(const Y* y, const Y* g, Acc* acc, int64_t m, bool log) {
+template <typename Acc, typename Y, typename D>
+[[gnu::always_inline]] inline void add_backward_terms(const Y* y, const D* g, Acc* acc, int64_t m, bool log) {
   if (log) {  // NOLINT(bugprone-branch-clone): the loops differ; clang-tidy 14 compares omp simd without them
 #pragma omp simd
     for (int64_t k = 0; k < m; ++k) acc[k] += load_acc<Acc>(g, k);
@@ -739,8 +739,8 @@ template <typename Acc, typename Y>
 
 // The backward of one row in two phases: backward_row_sum gives s, backward_row_write gx.
 // softmax gx = y * (g - sum(g * y)); log_softmax gx = g - exp(y) * sum(g).
-template <typename Acc, typename Y>
-Acc backward_row_sum(const Y* y, const Y* g, int64_t n, bool log) {
+template <typename Acc, typename Y, typename D>
+Acc backward_row_sum(const Y* y, const D* g, int64_t n, bool log) {
   alignas(64) Acc acc[kSumLanes] = {};  // independent partial sums (sum_wide's reason)
   int64_t i = 0;
   for (; i + kSumLanes <= n; i += kSumLanes) add_backward_terms(y + i, g + i, acc, kSumLanes, log);
@@ -751,8 +751,8 @@ Acc backward_row_sum(const Y* y, const Y* g, int64_t n, bool log) {
 
 // log_softmax's exp(y) is the fp32 one whatever G is: g - exp(y) s cancels, and a bf16 gradient
 // under autocast is one rounding of the fp32 gradient.
-template <typename Acc, typename Y, typename G>
-void backward_row_write(const Y* y, const Y* g, G* gx, int64_t n, bool log, Acc s) {
+template <typename Acc, typename Y, typename D, typename G>
+void backward_row_write(const Y* y, const D* g, G* gx, int64_t n, bool log, Acc s) {
   if (log) {
     if constexpr (std::is_same_v<Acc, float>) {  // exp(y) a chunk at a time through exp_floats
       alignas(64) float e[kRowBuffer];
@@ -781,9 +781,9 @@ void backward_row_write(const Y* y, const Y* g, G* gx, int64_t n, bool log, Acc 
 // order before add_lanes' tree), the tail scalar; the products as the fmas GCC makes of those
 // loops (C++ contracts by default). GCC's loops widened bf16 in two operations per vector and
 // rounded the gradient by integer operations: bf16 rows of 256, fwd+bwd +20-25 % (1M, 4M).
-template <bool Log, typename Y, typename G>
-void softmax_backward_row_avx512(const Y* y, const Y* g, G* gx, int64_t n) {
-  constexpr bool kSplit = std::is_same_v<Y, BFloat16> && std::is_same_v<G, BFloat16>;
+template <bool Log, typename Y, typename D, typename G>
+void softmax_backward_row_avx512(const Y* y, const D* g, G* gx, int64_t n) {
+  constexpr bool kSplit = std::is_same_v<Y, BFloat16> && std::is_same_v<D, BFloat16> && std::is_same_v<G, BFloat16>;
   __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
   __m512 v[4], d[4];
   int64_t i = 0;
@@ -821,17 +821,17 @@ void softmax_backward_row_avx512(const Y* y, const Y* g, G* gx, int64_t n) {
 
 // rows rows of n (rows <= kRowGroup): every row's sum, then every row's gradient, so that one
 // row's reduction overlaps the next row's loads (as softmax_row_group).
-template <typename Acc, typename Y, typename G>
-void softmax_backward_rows(const Y* y, const Y* g, G* gx, int64_t rows, int64_t n, bool log) {
+template <typename Acc, typename Y, typename D, typename G>
+void softmax_backward_rows(const Y* y, const D* g, G* gx, int64_t rows, int64_t n, bool log) {
 #if defined(__AVX512F__)
-  if constexpr (kLoad16Type<Y> && column_block_output<G>()) {
+  if constexpr (kLoad16Type<Y> && kLoad16Type<D> && column_block_output<G>()) {
     for (int64_t r = 0; r < rows; ++r) {
       if (log)
         softmax_backward_row_avx512<true>(y + r * n, g + r * n, gx + r * n, n);
       else
         softmax_backward_row_avx512<false>(y + r * n, g + r * n, gx + r * n, n);
       prefetch_lines(y + (rows + r) * n, n * sizeof(Y));  // the next group's row r
-      prefetch_lines(g + (rows + r) * n, n * sizeof(Y));
+      prefetch_lines(g + (rows + r) * n, n * sizeof(D));
     }
     return;
   }
@@ -841,7 +841,7 @@ void softmax_backward_rows(const Y* y, const Y* g, G* gx, int64_t rows, int64_t 
   for (int64_t r = 0; r < rows; ++r) {
     backward_row_write(y + r * n, g + r * n, gx + r * n, n, log, s[r]);
     prefetch_lines(y + (rows + r) * n, n * sizeof(Y));  // the next group's row r
-    prefetch_lines(g + (rows + r) * n, n * sizeof(Y));
+    prefetch_lines(g + (rows + r) * n, n * sizeof(D));
   }
 }
 
@@ -851,10 +851,10 @@ void softmax_backward_rows(const Y* y, const Y* g, G* gx, int64_t rows, int64_t 
 // operations in the same order, so the same bits (s + g y and g - e s as the fmas GCC makes of
 // the loops it replaces: C++ contracts by default). next: the offset of the next block's y and g
 // rows (as softmax_column_block), prefetched in the second pass, or 0.
-template <bool Log, typename Y, typename G>
-void softmax_backward_column_block(const Y* y, const Y* g, G* gx, int64_t n, int64_t inner, int64_t next) {
+template <bool Log, typename Y, typename D, typename G>
+void softmax_backward_column_block(const Y* y, const D* g, G* gx, int64_t n, int64_t inner, int64_t next) {
   constexpr int kV = int(kCols / 16);
-  constexpr bool kSplit = std::is_same_v<Y, BFloat16> && std::is_same_v<G, BFloat16>;
+  constexpr bool kSplit = std::is_same_v<Y, BFloat16> && std::is_same_v<D, BFloat16> && std::is_same_v<G, BFloat16>;
   __m512 s[kV], v[kV], d[kV];
   for (int k = 0; k < kV; ++k) s[k] = _mm512_setzero_ps();
   for (int64_t j = 0; j < n; ++j) {
@@ -866,7 +866,8 @@ void softmax_backward_column_block(const Y* y, const Y* g, G* gx, int64_t n, int
     if (next != 0)
       for (int64_t b = 0; b < kCols * int64_t(sizeof(Y)); b += 64) {
         _mm_prefetch(reinterpret_cast<const char*>(y + next + j * inner) + b, _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(g + next + j * inner) + b, _MM_HINT_T0);
+        if (b < kCols * int64_t(sizeof(D)))
+          _mm_prefetch(reinterpret_cast<const char*>(g + next + j * inner) + b, _MM_HINT_T0);
       }
     load_vectors<kV, kSplit>(y + j * inner, v);
     load_vectors<kV, kSplit>(g + j * inner, d);
@@ -877,14 +878,14 @@ void softmax_backward_column_block(const Y* y, const Y* g, G* gx, int64_t n, int
 }
 #endif
 
-template <typename Acc, typename Y, typename G>
-void softmax_backward_columns(const Y* y, const Y* g, G* gx, int64_t n, int64_t inner, int64_t nc, bool log) {
+template <typename Acc, typename Y, typename D, typename G>
+void softmax_backward_columns(const Y* y, const D* g, G* gx, int64_t n, int64_t inner, int64_t nc, bool log) {
   alignas(64) Acc s[kCols];
   for (int64_t c = 0; c < nc; ++c) s[c] = 0;
   for (int64_t j = 0; j < n; ++j) add_backward_terms(y + j * inner, g + j * inner, s, nc, log);
   for (int64_t j = 0; j < n; ++j) {
     const Y* py = y + j * inner;
-    const Y* pg = g + j * inner;
+    const D* pg = g + j * inner;
     G* q = gx + j * inner;
     if (log) {  // NOLINT(bugprone-branch-clone): the loops differ; clang-tidy 14 compares omp simd without them
       if constexpr (std::is_same_v<Acc, float>) {
@@ -959,41 +960,54 @@ void softmax(const Tensor& in, const Tensor& out, bool log) {
   });
 }
 
-// y, gy: the forward's output and its gradient (one dtype); gx: any floating dtype; all
-// contiguous [outer, n, inner].
+namespace {
+// softmax_backward with y of type Y, its gradient of type D, gx of type G.
+template <typename Y, typename D, typename G>
+void softmax_backward_typed(const SoftmaxDims& d, const Tensor& y, const Tensor& gy, const Tensor& gx, bool log) {
+  using Acc = pair_acc_t<Y, G>;
+  const Y* py = static_cast<const Y*>(y.raw_data());
+  const D* pg = static_cast<const D*>(gy.raw_data());
+  G* q = static_cast<G*>(gx.raw_data());
+  if (d.inner == 1) {
+    for_each_row_group(
+        d, [&](int64_t at, int64_t rows) { softmax_backward_rows<Acc>(py + at, pg + at, q + at, rows, d.n, log); });
+    return;
+  }
+  for_each_block(d, [&](int64_t o, int64_t c0, int64_t nc) {
+    const int64_t base = o * d.n * d.inner + c0;
+#if defined(__AVX512F__)
+    if constexpr (kLoad16Type<Y> && kLoad16Type<D> && column_block_output<G>()) {
+      if (nc == kCols) {
+        const int64_t next = next_block_offset(d, o, c0, sizeof(Y));
+        if (log)
+          softmax_backward_column_block<true>(py + base, pg + base, q + base, d.n, d.inner, next);
+        else
+          softmax_backward_column_block<false>(py + base, pg + base, q + base, d.n, d.inner, next);
+        return;
+      }
+    }
+#endif
+    softmax_backward_columns<Acc>(py + base, pg + base, q + base, d.n, d.inner, nc, log);
+  });
+}
+}  // namespace
+
+// y, gy: the forward's output and its gradient, of one dtype, or fp32 y and a bf16 gradient
+// (autocast's fp32 softmax feeding a bf16 op: the gradient read as it comes, widened exactly in
+// registers, not through an fp32 copy); gx: any floating dtype; all contiguous [outer, n, inner].
 void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log) {
   const SoftmaxDims d = softmax_dims(y);
   if (d.outer * d.n * d.inner == 0) return;
+  if (gy.dtype() == DType::BFloat16 && y.dtype() == DType::Float32) {
+    dispatch_floating(gx.dtype(), "softmax_backward",
+                      [&]<typename G>() { softmax_backward_typed<float, BFloat16, G>(d, y, gy, gx, log); });
+    return;
+  }
   MT_CHECK(gy.dtype() == y.dtype(), "softmax_backward", "the gradient's dtype ", dtype_name(gy.dtype()),
            " differs from the output's ", dtype_name(y.dtype()));
   dispatch_floating(y.dtype(), "softmax_backward", [&]<typename Y>() {
-    dispatch_floating(gx.dtype(), "softmax_backward", [&]<typename G>() {
-      using Acc = pair_acc_t<Y, G>;
-      const Y* py = static_cast<const Y*>(y.raw_data());
-      const Y* pg = static_cast<const Y*>(gy.raw_data());
-      G* q = static_cast<G*>(gx.raw_data());
-      if (d.inner == 1) {
-        for_each_row_group(
-            d, [&](int64_t at, int64_t rows) { softmax_backward_rows<Acc>(py + at, pg + at, q + at, rows, d.n, log); });
-        return;
-      }
-      for_each_block(d, [&](int64_t o, int64_t c0, int64_t nc) {
-        const int64_t base = o * d.n * d.inner + c0;
-#if defined(__AVX512F__)
-        if constexpr (kLoad16Type<Y> && column_block_output<G>()) {
-          if (nc == kCols) {
-            const int64_t next = next_block_offset(d, o, c0, sizeof(Y));
-            if (log)
-              softmax_backward_column_block<true>(py + base, pg + base, q + base, d.n, d.inner, next);
-            else
-              softmax_backward_column_block<false>(py + base, pg + base, q + base, d.n, d.inner, next);
-            return;
-          }
-        }
-#endif
-        softmax_backward_columns<Acc>(py + base, pg + base, q + base, d.n, d.inner, nc, log);
-      });
-    });
+    dispatch_floating(gx.dtype(), "softmax_backward",
+                      [&]<typename G>() { softmax_backward_typed<Y, Y, G>(d, y, gy, gx, log); });
   });
 }
 
