@@ -846,7 +846,7 @@ void softmax_backward_rows(const Y* y, const D* g, G* gx, int64_t rows, int64_t 
 }
 
 #if defined(__AVX512F__)
-// softmax_backward_columns for a whole block of kCols columns, y, g float or bf16 (one type), gx
+// softmax_backward_columns for a whole block of kCols columns, y, g float or bf16 (g bf16 for a float y too), gx
 // float or bf16, with the block's sums in registers (as softmax_column_block): the same
 // operations in the same order, so the same bits (s + g y and g - e s as the fmas GCC makes of
 // the loops it replaces: C++ contracts by default). next: the offset of the next block's y and g
