@@ -428,6 +428,25 @@ TEST(SoftmaxKernels, CastGradientReadAsBf16MatchesWidenedOne) {
         (y * g).sum().backward();
         EXPECT_EQ(grads[2], x.grad().to(mt::kFloat32).to_vector<float>()) << what;
       }
+  // fp16 autocast: the cast's fp16 gradient reaches softmax's node too, which widens it itself
+  // (its kernel reads bf16 only): the same bits as with the widening forced.
+  {
+    const Tensor x0 = mt::randn({5, 33}).to(mt::kFloat16), w = mt::randn({5, 33}).to(mt::kFloat16);
+    std::vector<float> got[2];
+    for (int hooked = 0; hooked < 2; ++hooked) {
+      Tensor x = x0.detach().requires_grad_(), loss;
+      {
+        mt::amp::Autocast ac(mt::kFloat16);
+        Tensor y = mt::softmax(x, 1);
+        if (hooked == 1) y.register_hook([](const Tensor&) { return Tensor(); });
+        loss = (y.to(mt::kFloat16) * w).sum();
+      }
+      loss.backward();
+      ASSERT_EQ(x.grad().dtype(), mt::kFloat16);
+      got[hooked] = x.grad().to(mt::kFloat32).to_vector<float>();
+    }
+    EXPECT_EQ(got[0], got[1]);
+  }
   // A cast of an fp32 leaf: its .grad in fp32, the bf16 gradient widened; autograd::grad likewise.
   Tensor leaf = mt::randn({3, 7}).requires_grad_();
   const Tensor wb = mt::randn({3, 7}).to(mt::kBFloat16);
