@@ -269,8 +269,7 @@ Tensor softmax_impl(const amp::OpPolicy& policy, const Tensor& x0, int64_t dim_i
           }
           // One pass per row (core/nn_kernels.h): gx in the input's dtype. A bf16 gradient of an
           // fp32 y (a cast's, Node::reads_narrow_grad) is read as it is on the CPU.
-          const bool as_is = g.dtype() == y.dtype() ||
-                             (y.device().is_cpu() && y.dtype() == DType::Float32 && g.dtype() == DType::BFloat16);
+          const bool as_is = softmax_backward_takes(y.device(), y.dtype(), g.dtype());
           Tensor gc = launch::contiguous(as_is ? g : g.to(y.dtype()));
           Tensor gx = make_tensor(y.sizes(), in_t, y.device());
           nn_kernels_for(y.device(), name)

@@ -153,7 +153,7 @@ struct AttentionGeometry {
     (const Tensor& gout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Tensor& out,    \
      const Tensor& lse, const Tensor& gq, const Tensor& gk, const Tensor& gv, const AttentionGeometry& g))            \
   /* Softmax backward along n of y, gy, gx [outer, n, inner] (y, gy: the forward's output and its gradient, one */    \
-  /* dtype, or on the CPU fp32 y and a bf16 gy; gx: the input's floating dtype): gx = y * (gy - sum_n gy * y), */     \
+  /* dtype, or the pairs of softmax_backward_takes; gx: the input's floating dtype): gx = y * (gy - sum_n gy * y), */ \
   /* log: gx = gy - exp(y) * sum_n gy. */                                                                             \
   X(softmax_backward, (const Tensor& y, const Tensor& gy, const Tensor& gx, bool log))                                \
   /* out [G, R, C] = in with the elements outside a triangle zeroed: upper keeps column - row >= diagonal */          \
@@ -214,6 +214,12 @@ inline void batch_norm_dims(const Tensor& x, int64_t& N, int64_t& C, int64_t& S)
 
 // The nn kernels for `device`; throws mantissa::Error naming `op` when none are registered.
 const NnKernels& nn_kernels_for(Device device, const char* op);
+
+// Whether softmax_backward on `device` takes a gradient of dtype gy with an output y as they are:
+// the same dtype, or on the CPU fp32 y with a bf16 gradient (autocast's cast, read in registers).
+inline bool softmax_backward_takes(Device device, DType y, DType gy) {
+  return gy == y || (device.is_cpu() && y == DType::Float32 && gy == DType::BFloat16);
+}
 
 // Output length of a convolution or pooling window along one dim (floor, or ceil as
 // PyTorch's ceil_mode: a last window must start inside the input or left padding).

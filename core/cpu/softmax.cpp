@@ -92,9 +92,17 @@ void for_each_row_group(const SoftmaxDims& d, F body) {
   });
 }
 
+// Whether a kernel whose tensors are all of types Ts reads and writes them as bf16 word halves
+// (load_vectors / store_vectors with Split): only when every one is bf16, so that the halves'
+// order never meets an fp32 tensor's element order.
+template <typename... Ts>
+constexpr bool word_halves() {
+  return (std::is_same_v<Ts, BFloat16> && ...);
+}
+
 #if defined(__AVX512F__)
 // 16 V elements of p as V vectors of floats (V even): in element order, or, Split (bf16 in and
-// bf16 out), as bf16_words_as_floats' halves, vector 2w holding the even elements of the words
+// bf16 out, word_halves), as bf16_words_as_floats' halves, vector 2w holding the even elements of the words
 // at p + 32 w and 2w + 1 the odd ones (one operation per vector where widening takes two). The
 // kernels that read this way either compute per element (a column block's columns) or put
 // their sums back in element order, so either order gives the same bits.
@@ -261,11 +269,9 @@ void softmax_row(const T* p, O* q, int64_t n, bool log) {
 }
 
 #if defined(__AVX512BF16__)
-// bf16 to bf16 log_softmax rows read as word halves (bf16_words_as_floats: one operation per
-// vector where widening takes two) in the exp pass and the output pass, as the pipelined
-// softmax rows: the row sum is the halves' sum.
-template <typename T, typename O>
-constexpr bool kLogWords = std::is_same_v<T, BFloat16>&& std::is_same_v<O, BFloat16>;
+// bf16 to bf16 log_softmax rows (word_halves) are read as word halves (bf16_words_as_floats:
+// one operation per vector where widening takes two) in the exp pass and the output pass, as
+// the pipelined softmax rows: the row sum is the halves' sum.
 
 // The sum of exp(p[i] - mx) for i < n, the exps in bf16-result precision, 32 at a time as even
 // and odd halves, the last 1-31 as exp_floats' tail.
@@ -305,7 +311,7 @@ void softmax_row_group(const T* x, O* y, int64_t rows, int64_t n, bool log) {
   for (int64_t r = 0; r < rows; ++r) {
     float* e = log ? buffer : kFloatOut ? reinterpret_cast<float*>(y) + r * n : buffer + r * n;
 #if defined(__AVX512BF16__)
-    if constexpr (kLogWords<T, O>) {
+    if constexpr (word_halves<T, O>()) {
       if (log) {
         sum[r] = log_softmax_exp_sum_words(x + r * n, n, mx[r]);
         prefetch_lines(x + (rows + r) * n, n * sizeof(T));
@@ -328,7 +334,7 @@ void softmax_row_group(const T* x, O* y, int64_t rows, int64_t n, bool log) {
 #if defined(__AVX512BF16__)
         if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, float>) {  // both in one pass
           const __m512 vm = _mm512_set1_ps(mx[r]), vs = _mm512_set1_ps(sum[r]);
-          if constexpr (kLogWords<T, O>) {  // word halves in, even / odd out
+          if constexpr (word_halves<T, O>()) {  // word halves in, even / odd out
             for (; i + 32 <= n; i += 32) {
               __m512 v[2];
               load_vectors<2, true>(p + i, v);
@@ -395,7 +401,7 @@ void softmax_rows_pipelined(const T* x, O* y, int64_t rows, int64_t n) {
   // one operation each where widening took two), the exps kept in that order in the buffer and
   // put back in element order as they are rounded (bf16 rows of 256 +8-9 %). Their sum is the
   // halves' sum, so a bf16 row's rounded results can differ from the row groups' by a step.
-  constexpr bool kWords = std::is_same_v<T, BFloat16> && std::is_same_v<O, BFloat16>;
+  constexpr bool kWords = word_halves<T, O>();
   float mx_b = 0, inv_c = 0;  // row r + 1's maximum, 1 / row r's sum
   for (int64_t r = -2; r < rows; ++r) {
     const bool a_on = r + 2 < rows, b_on = r + 1 >= 0 && r + 1 < rows, c_on = r >= 0;
@@ -557,7 +563,7 @@ template <bool Log, typename T, typename O>
 void softmax_column_block(const T* x, O* y, int64_t n, int64_t inner, const T* next, float* e) {
   constexpr int kV = int(kCols / 16);
   constexpr bool kFloatOut = std::is_same_v<O, float>;
-  constexpr bool kSplit = std::is_same_v<T, BFloat16> && std::is_same_v<O, BFloat16>;
+  constexpr bool kSplit = word_halves<T, O>();
   using R = ResultPrecision<O>;
   const __m512 minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   __m512 mx[kV], sum[kV];
@@ -783,7 +789,7 @@ void backward_row_write(const Y* y, const D* g, G* gx, int64_t n, bool log, Acc 
 // rounded the gradient by integer operations: bf16 rows of 256, fwd+bwd +20-25 % (1M, 4M).
 template <bool Log, typename Y, typename D, typename G>
 void softmax_backward_row_avx512(const Y* y, const D* g, G* gx, int64_t n) {
-  constexpr bool kSplit = std::is_same_v<Y, BFloat16> && std::is_same_v<D, BFloat16> && std::is_same_v<G, BFloat16>;
+  constexpr bool kSplit = word_halves<Y, D, G>();
   __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
   __m512 v[4], d[4];
   int64_t i = 0;
@@ -854,7 +860,7 @@ void softmax_backward_rows(const Y* y, const D* g, G* gx, int64_t rows, int64_t 
 template <bool Log, typename Y, typename D, typename G>
 void softmax_backward_column_block(const Y* y, const D* g, G* gx, int64_t n, int64_t inner, int64_t next) {
   constexpr int kV = int(kCols / 16);
-  constexpr bool kSplit = std::is_same_v<Y, BFloat16> && std::is_same_v<D, BFloat16> && std::is_same_v<G, BFloat16>;
+  constexpr bool kSplit = word_halves<Y, D, G>();
   __m512 s[kV], v[kV], d[kV];
   for (int k = 0; k < kV; ++k) s[k] = _mm512_setzero_ps();
   for (int64_t j = 0; j < n; ++j) {
@@ -998,13 +1004,13 @@ void softmax_backward_typed(const SoftmaxDims& d, const Tensor& y, const Tensor&
 void softmax_backward(const Tensor& y, const Tensor& gy, const Tensor& gx, bool log) {
   const SoftmaxDims d = softmax_dims(y);
   if (d.outer * d.n * d.inner == 0) return;
-  if (gy.dtype() == DType::BFloat16 && y.dtype() == DType::Float32) {
+  MT_CHECK(softmax_backward_takes(y.device(), y.dtype(), gy.dtype()), "softmax_backward", "the gradient's dtype ",
+           dtype_name(gy.dtype()), " differs from the output's ", dtype_name(y.dtype()));
+  if (gy.dtype() != y.dtype()) {  // fp32 y, bf16 gradient
     dispatch_floating(gx.dtype(), "softmax_backward",
                       [&]<typename G>() { softmax_backward_typed<float, BFloat16, G>(d, y, gy, gx, log); });
     return;
   }
-  MT_CHECK(gy.dtype() == y.dtype(), "softmax_backward", "the gradient's dtype ", dtype_name(gy.dtype()),
-           " differs from the output's ", dtype_name(y.dtype()));
   dispatch_floating(y.dtype(), "softmax_backward", [&]<typename Y>() {
     dispatch_floating(gx.dtype(), "softmax_backward",
                       [&]<typename G>() { softmax_backward_typed<Y, Y, G>(d, y, gy, gx, log); });
