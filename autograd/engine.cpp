@@ -8,6 +8,7 @@
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "autograd/view_window.h"
 #include "core/error.h"
 #include "core/profiler.h"
 
@@ -28,11 +29,25 @@ struct GraphTask {
   // Nodes whose gradient so far is a cast's narrow one (Node::defers_widening_to): the dtype
   // it stands for.
   std::unordered_map<Node*, DType> narrow;
+  // Nodes whose gradient so far is views' gradients, each in its window (Node::grad_window),
+  // not yet written into one tensor (then buffer holds none for the node).
+  std::unordered_map<Node*, std::vector<WindowGradient>> windows;
 
   // `widen_to`: g is a cast's narrow gradient for a tensor of that dtype. A sum of gradients
   // adds every term widened (exactly), as when the cast's backward widened it itself.
-  void add_gradient(Node* n, const Tensor& g, std::optional<DType> widen_to = {}) {
+  // `window`: g is the gradient of that window of n's tensor.
+  void add_gradient(Node* n, Tensor g, std::optional<DType> widen_to = {},
+                    const std::shared_ptr<const ViewWindow>& window = nullptr) {
     Tensor& slot = buffer[n];
+    if (window) {
+      if (!slot.defined()) {
+        windows[n].push_back({std::move(g), window});
+        return;
+      }
+      g = window->scatter(g);
+    } else {
+      gather_windows(n, slot);
+    }
     if (!slot.defined()) {
       slot = g;
       if (widen_to) narrow[n] = *widen_to;
@@ -48,6 +63,7 @@ struct GraphTask {
   // The gradient summed at n as n's apply() may take it: a narrow one widened unless n reads
   // narrow gradients and no hook, retain_grad or capture sees it.
   Tensor take_gradient(Node* n) {
+    gather_windows(n, buffer[n]);
     Tensor g = std::move(buffer[n]);
     buffer.erase(n);
     if (auto it = narrow.find(n); it != narrow.end()) {
@@ -56,6 +72,14 @@ struct GraphTask {
       narrow.erase(it);
     }
     return g;
+  }
+
+  // Writes the windows' gradients pending for n into one gradient of its tensor, into `slot`.
+  void gather_windows(Node* n, Tensor& slot) {
+    auto it = windows.find(n);
+    if (it == windows.end()) return;
+    slot = sum_windows(it->second);
+    windows.erase(it);
   }
 };
 
@@ -131,7 +155,11 @@ void execute(GraphTask& task, bool retain_graph, bool create_graph) {
       if (!nx) continue;
       if (i < grads.size() && grads[i].defined()) {
         const std::optional<DType> to = node->defers_widening_to;
-        task.add_gradient(nx, grads[i], to && grads[i].dtype() != *to ? to : std::nullopt);
+        const std::shared_ptr<const ViewWindow>& window = node->grad_window;
+        if (window && create_graph)  // differentiable, and what a graph of the backward records
+          task.add_gradient(nx, window->scatter(grads[i]));
+        else
+          task.add_gradient(nx, grads[i], to && grads[i].dtype() != *to ? to : std::nullopt, window);
       }
       if (--task.consumers[nx] == 0) ready.push(node->next[i]);
     }

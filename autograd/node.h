@@ -15,6 +15,8 @@
 
 namespace mantissa::autograd {
 
+struct ViewWindow;
+
 struct Node : std::enable_shared_from_this<Node> {
   Node();
   virtual ~Node();  // iterative: freeing a very deep graph must not recurse once per node
@@ -41,6 +43,10 @@ struct Node : std::enable_shared_from_this<Node> {
   // apply() takes a gradient narrower than its output's dtype as the exactly widened values
   // (softmax's backward reads a bf16 gradient in its kernel: no fp32 copy of it is made).
   bool reads_narrow_grad = false;
+  // A select / slice view's node: apply() returns the view's own gradient and the engine puts it
+  // in this window of the input's gradient, together with the other windows of the same input
+  // that reach it (sum_windows), or alone into zeros when a graph of the backward is built.
+  std::shared_ptr<const ViewWindow> grad_window;
 };
 
 // The node that gradients for `t` flow into: its grad_fn, or a leaf's accumulator.

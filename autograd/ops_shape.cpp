@@ -1,11 +1,12 @@
 // Views, copies, casts, concatenation and splitting, with their backward formulas
 // (indexing: ops_index.cpp).
-// View ops return real views (shared storage); their backward writes the gradient
-// into the matching window of a zero tensor (view_scatter), which is differentiable.
+// View ops return real views (shared storage); a select / slice's gradient goes into the
+// matching window of the input's gradient (autograd/view_window.h).
 #include <algorithm>
 
 #include "amp/autocast.h"
 #include "autograd/op_helpers.h"
+#include "autograd/view_window.h"
 
 // Autocast categories of the ops defined here (amp/autocast_policy.h).
 MT_DECLARE_CAST_POLICY(cat, Promote);
@@ -17,16 +18,15 @@ using namespace detail;
 
 namespace {
 
-// A view of x with new geometry. `canon_*` describe the same window relative to a
-// contiguous tensor of x's shape, which is what the backward writes into.
-Tensor window_view(const char* name, const Tensor& x, const Shape& sizes, const Shape& strides, int64_t offset,
-                   const Shape& canon_strides, int64_t canon_offset) {
-  Tensor y = make_view(x, sizes, strides, offset);
+// The view of x that `w` describes; backward hands the view's gradient to the engine, which
+// writes it into the window (autograd/view_window.h).
+Tensor window_view(const char* name, const Tensor& x, autograd::ViewWindow w) {
+  Tensor y = w.in(x);
   if (needs_grad({x})) {
     autograd::meta(y).is_view = true;
-    record(name, {x}, y, [shape = x.sizes(), sizes, canon_strides, canon_offset](const Tensor& g, auto&) {
-      return Grads{view_scatter(g, shape, sizes, canon_strides, canon_offset)};
-    });
+    w.layout = autograd::gradient_layout(x);
+    record(name, {x}, y, [](const Tensor& g, auto&) { return Grads{g}; }).grad_window =
+        std::make_shared<const autograd::ViewWindow>(std::move(w));
   }
   return y;
 }
@@ -185,12 +185,7 @@ Tensor Tensor::slice(Key, int64_t d, int64_t start, int64_t end, int64_t step) c
   if (end < 0) end += n;
   start = std::clamp<int64_t>(start, 0, n);
   end = std::clamp<int64_t>(end, start, n);
-  Shape sz = sizes(), st = strides(), cst = contiguous_strides(sizes());
-  sz[d] = (end - start + step - 1) / step;
-  st[d] *= step;
-  int64_t canon_off = start * cst[d];
-  cst[d] *= step;
-  return window_view("SliceBackward", *this, sz, st, offset() + start * stride(d), cst, canon_off);
+  return window_view("SliceBackward", *this, {sizes(), d, start, step, (end - start + step - 1) / step, false});
 }
 
 Tensor Tensor::narrow(Key, int64_t d, int64_t start, int64_t length) const {
@@ -208,12 +203,7 @@ Tensor Tensor::select(Key, int64_t d, int64_t index) const {
   MT_CHECK(index >= -n && index < n, "select", "index ", index, " is out of range for dimension ", d, " of size ", n,
            " (shape ", shape_str(), ")");
   if (index < 0) index += n;
-  Shape sz = sizes(), st = strides(), cst = contiguous_strides(sizes());
-  int64_t canon_off = index * cst[d];
-  sz.erase(sz.begin() + d);
-  st.erase(st.begin() + d);
-  cst.erase(cst.begin() + d);
-  return window_view("SelectBackward", *this, sz, st, offset() + index * stride(d), cst, canon_off);
+  return window_view("SelectBackward", *this, {sizes(), d, index, 1, 1, true});
 }
 
 Tensor Tensor::expand(Key, const Shape& shape) const {

@@ -12,6 +12,7 @@
 // 2048^3 GEMM rate of each dtype (gemm_fp32, gemm_bf16) for the MFU column of
 // tools/compare_pytorch.py --scaling.
 //   build/bench/bench_gpt_step --profile user 256 512 bf16   # one scaled step by op (profiler)
+//   (MT_TRACE=trace.json also writes the profile's Chrome trace: shapes and dtypes of each call)
 #include <benchmark/benchmark.h>
 #include <mantissa.h>
 
@@ -183,6 +184,7 @@ int profile_scaled(bool user, int64_t d, int64_t T, std::optional<mt::DType> amp
       profile.step();
     }
     profile.stop();
+    if (const char* p = std::getenv("MT_TRACE")) profile.write_chrome_trace(p);
     std::printf("%s, d_model %lld, context %lld, %s: %.1f ms per step\n%s",
                 user ? "user-written GPT" : "nn::GPT (fused attention)", static_cast<long long>(d),
                 static_cast<long long>(T), amp ? "bf16 autocast" : "fp32", profile.wall_ms() / 2,
