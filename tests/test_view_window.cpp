@@ -92,9 +92,8 @@ TEST(ViewWindow, OverlappingSteppedAndEmptyWindowsSum) {
   mt::Tensor wa = mt::randn({3, 3}, {.dtype = mt::kDouble}), wb = mt::randn({3, 3}, {.dtype = mt::kDouble});
   mt::Tensor we = mt::randn({3, 3}, {.dtype = mt::kDouble}), wo = mt::randn({3, 3}, {.dtype = mt::kDouble});
   mt::Tensor wn = mt::randn({}, {.dtype = mt::kDouble});
-  mt::Tensor loss = (x.slice(0, 0, 3) * wa).sum() + (x.slice(0, 2, 5) * wb).sum() +
-                    (x.slice(0, 0, 6, 2) * we).sum() + (x.slice(0, 1, 6, 2) * wo).sum() +
-                    x.slice(0, 4, 4).sum() + x.select(0, 5).select(0, 2) * wn;
+  mt::Tensor loss = (x.slice(0, 0, 3) * wa).sum() + (x.slice(0, 2, 5) * wb).sum() + (x.slice(0, 0, 6, 2) * we).sum() +
+                    (x.slice(0, 1, 6, 2) * wo).sum() + x.slice(0, 4, 4).sum() + x.select(0, 5).select(0, 2) * wn;
   loss.backward();
   // The same sums (three terms meet in row 2: equal up to the order of the additions).
   mt::Tensor want = mt::zeros({6, 3}, {.dtype = mt::kDouble});

@@ -10,4 +10,11 @@ MT_BACKEND_KERNELS(MT_BACKEND_DECLARATION)
 // compiled for the baseline CPU, so their own __AVX512F__ says nothing about the library's;
 // assertions that hold for the AVX-512 vector forms only ask this.
 bool kernels_use_avx512();
+
+// out [B, M, N] = a [B, M, K] @ b [B, K, N], all bf16, B >= 2, for a transposed view a
+// (a.stride(1) == 1) when N <= 64, or M <= 64 with b's rows contiguous, and for a transposed view
+// b (b.stride(1) == 1) when N <= 64: AVX512-BF16 dot products over k-pairs
+// (core/cpu/matmul_bf16_k_major.cpp). False where it does not apply or the CPU lacks them: the
+// caller runs oneDNN or Eigen.
+bool matmul_bf16_k_major(const Tensor& a, const Tensor& b, const Tensor& out);
 }  // namespace mantissa::cpu
