@@ -113,9 +113,9 @@ TEST(MatmulKMajor, NonFiniteInputsPropagate) {
 // Where the path does not apply it says so, and the caller's path computes the product.
 TEST(MatmulKMajor, DeclinesOtherOperands) {
   mt::Tensor out = mt::empty({2, 100, 100}, {.dtype = mt::kBFloat16});
-  mt::Tensor plain = bf16_randn({2, 100, 40}), b = bf16_randn({2, 40, 100});
-  EXPECT_FALSE(mt::cpu::matmul_bf16_k_major(plain, b, out)) << "a not transposed";
-  EXPECT_FALSE(mt::cpu::matmul_bf16_k_major(bf16_randn({2, 40, 100}).transpose(1, 2), b, out)) << "M, N > 64";
+  mt::Tensor plain = bf16_randn({2, 100, 80}), b = bf16_randn({2, 80, 100});
+  EXPECT_FALSE(mt::cpu::matmul_bf16_k_major(plain, b, out)) << "plain operands, K > 64";
+  EXPECT_FALSE(mt::cpu::matmul_bf16_k_major(bf16_randn({2, 80, 100}).transpose(1, 2), b, out)) << "M, N, K > 64";
   EXPECT_FALSE(mt::cpu::matmul_bf16_k_major(bf16_randn({1, 40, 100}).transpose(1, 2), bf16_randn({1, 40, 8}),
                                             mt::empty({1, 100, 8}, {.dtype = mt::kBFloat16})))
       << "not batched (a linear layer's product)";

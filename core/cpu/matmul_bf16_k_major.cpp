@@ -40,25 +40,51 @@ struct Operand2 {
   int64_t k_stride, c_stride;
 };
 
-// packed[pair * width + c] = Z(2 pair, c) | Z(2 pair + 1, c) << 16, zero past K and C.
-void pack_pairs(const Operand2& z, int64_t K, int64_t C, int64_t width, std::vector<uint32_t>& packed) {
-  const int64_t pairs = (K + 1) / 2;
-  packed.assign(size_t(pairs * width), 0);
-  for (int64_t p = 0; p < pairs; ++p)
-    for (int64_t c = 0; c < C; ++c) {
-      const uint32_t lo = z.p[2 * p * z.k_stride + c * z.c_stride];
-      const uint32_t hi = 2 * p + 1 < K ? z.p[(2 * p + 1) * z.k_stride + c * z.c_stride] : 0;
-      packed[size_t(p * width + c)] = lo | hi << 16;
-    }
-}
-
-// (X(k, i..), X(k+1, i..)) of two rows interleaved into 16 word pairs; lanes outside `mask` zero.
+// (Z(k, c..), Z(k+1, c..)) of two rows interleaved into 16 word pairs; lanes outside `mask` zero.
 inline __m512i interleaved_rows(const uint16_t* row, int64_t k_stride, bool second, __mmask16 mask) {
   const __m512i order = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6, 37,
                                          5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
   const __m256i r0 = _mm256_maskz_loadu_epi16(mask, row);
   const __m256i r1 = second ? _mm256_maskz_loadu_epi16(mask, row + k_stride) : _mm256_setzero_si256();
   return _mm512_permutex2var_epi16(_mm512_castsi256_si512(r0), order, _mm512_castsi256_si512(r1));
+}
+
+// packed[pair * width + c] = Z(2 pair, c) | Z(2 pair + 1, c) << 16, zero past K and C. Rows of Z
+// contiguous along c: two rows interleaved by vectors; columns contiguous along k (each pair a
+// 32-bit word): gathered 16 columns at a time; otherwise element by element.
+void pack_pairs(const Operand2& z, int64_t K, int64_t C, int64_t width, std::vector<uint32_t>& packed) {
+  const int64_t pairs = (K + 1) / 2;
+  packed.assign(size_t(pairs * width), 0);
+  if (width % kLanes == 0 && z.c_stride == 1) {
+    for (int64_t p = 0; p < pairs; ++p)
+      for (int64_t c = 0; c < C; c += kLanes) {
+        const __mmask16 mask = __mmask16((1u << std::min(kLanes, C - c)) - 1);
+        const __m512i v = interleaved_rows(z.p + 2 * p * z.k_stride + c, z.k_stride, 2 * p + 1 < K, mask);
+        _mm512_storeu_si512(packed.data() + p * width + c, v);
+      }
+    return;
+  }
+  if (width % kLanes == 0 && z.k_stride == 1 && K % 2 == 0 && C * z.c_stride + K < (int64_t(1) << 31)) {
+    const __m512i lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    for (int64_t c = 0; c < C; c += kLanes) {
+      const __mmask16 mask = __mmask16((1u << std::min(kLanes, C - c)) - 1);
+      // Element offsets of the columns' first pairs (scale 2: bytes).
+      const __m512i first = _mm512_mullo_epi32(_mm512_add_epi32(lanes, _mm512_set1_epi32(int32_t(c))),
+                                               _mm512_set1_epi32(int32_t(z.c_stride)));
+      for (int64_t p = 0; p < pairs; ++p) {
+        const __m512i at = _mm512_add_epi32(first, _mm512_set1_epi32(int32_t(2 * p)));
+        const __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mask, at, z.p, 2);
+        _mm512_storeu_si512(packed.data() + p * width + c, v);
+      }
+    }
+    return;
+  }
+  for (int64_t p = 0; p < pairs; ++p)
+    for (int64_t c = 0; c < C; ++c) {
+      const uint32_t lo = z.p[2 * p * z.k_stride + c * z.c_stride];
+      const uint32_t hi = 2 * p + 1 < K ? z.p[(2 * p + 1) * z.k_stride + c * z.c_stride] : 0;
+      packed[size_t(p * width + c)] = lo | hi << 16;
+    }
 }
 
 // Where a block's outputs go: C(i, j) at c[i * ci + j * cj], within I x J.
