@@ -2,7 +2,6 @@
 #include "autograd/view_window.h"
 
 #include <algorithm>
-#include <numeric>
 #include <tuple>
 
 #include "autograd/ops.h"
