@@ -136,3 +136,45 @@ TEST(ViewWindow, DoubleBackwardThroughWindows) {
   EXPECT_TRUE(mt::autograd::gradcheck(fn, {x}, {}, &why)) << why;
   EXPECT_TRUE(mt::autograd::gradgradcheck(fn, {x}, {}, &why)) << why;
 }
+
+// Edges: an empty tensor's views, uneven chunks, one window used twice, and views of a tensor
+// that is itself a strided (not dense) view, whose gradient is then laid out contiguously.
+TEST(ViewWindow, EmptyUnevenRepeatedAndStridedInputs) {
+  mt::Tensor empty = leaf({0, 3});
+  (empty.slice(0, 0, 0).sum() + empty.narrow(1, 1, 2).sum()).backward();
+  ASSERT_TRUE(empty.grad().defined());
+  EXPECT_EQ(empty.grad().sizes(), (mt::Shape{0, 3}));
+
+  mt::Tensor x = leaf({7, 2});
+  auto parts = mt::chunk(x, 3, 0);  // rows 3, 3, 1
+  ASSERT_EQ(parts.size(), 3u);
+  mt::Tensor w = mt::randn({7, 2}, {.dtype = mt::kDouble});
+  auto ws = mt::chunk(w, 3, 0);
+  mt::Tensor loss = (parts[2] * ws[2]).sum() + (parts[0] * ws[0]).sum() + (parts[1] * ws[1]).sum();
+  loss = loss + (x.select(0, 6) * ws[2].select(0, 0)).sum();  // row 6 twice
+  loss.backward();
+  mt::Tensor want = w.clone();
+  {
+    mt::NoGradGuard ng;
+    want.select(0, 6).add_(ws[2].select(0, 0));
+  }
+  expect_same(x.grad(), want);
+
+  mt::Tensor base = leaf({4, 6});
+  mt::Tensor strided = base.slice(1, 0, 6, 2);  // [4, 3], every other column: not dense
+  mt::Tensor seen;
+  strided.register_hook([&](const mt::Tensor& g) {
+    seen = g;
+    return mt::Tensor();
+  });
+  mt::Tensor u = mt::randn({3}, {.dtype = mt::kDouble});
+  (strided.select(0, 1) * u).sum().backward();
+  ASSERT_TRUE(seen.defined());
+  EXPECT_TRUE(seen.is_contiguous()) << "a strided input's gradient is laid out contiguously";
+  mt::Tensor want_base = mt::zeros({4, 6}, {.dtype = mt::kDouble});
+  {
+    mt::NoGradGuard ng;
+    want_base.select(0, 1).slice(0, 0, 6, 2).copy_(u);
+  }
+  expect_same(base.grad(), want_base);
+}
