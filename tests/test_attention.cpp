@@ -224,6 +224,41 @@ TEST(Attention, AutocastBackwardMatchesFp32) {
   }
 }
 
+// Attention as a user writes it (one projection split by select into q, k, v, then matmul,
+// masked_fill, softmax, matmul) under bf16 autocast: the select gradients gathered into one
+// tensor (autograd/view_window.h), the transposed bf16 products (dV = P^T dY, dK^T = Q^T dS,
+// dQ = dS K: core/cpu/matmul_bf16_k_major.cpp where the CPU has AVX512-BF16) and the cast's bf16
+// gradient read by softmax's backward all meet here: the gradients follow fp32's.
+TEST(Attention, UserWrittenUnderBf16AutocastMatchesFp32) {
+  mt::manual_seed(9);
+  const int64_t N = 2, T = 40, H = 4, E = 16, D = H * E;
+  mt::Tensor x0 = randn({N, T, D}, mt::kFloat32, false), w0 = randn({3 * D, D}, mt::kFloat32, false) * 0.2;
+  mt::Tensor gy = randn({N, T, D}, mt::kFloat32, false);
+  mt::Tensor mask = mt::triu(mt::ones({T, T}), 1).to(mt::kBool);
+  auto run = [&](bool amp, Inputs& grads) {
+    mt::Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_();
+    mt::Tensor y;
+    {
+      mt::amp::Autocast ac(mt::kBFloat16, amp);
+      mt::Tensor qkv = mt::matmul(x, w.t()).reshape({N, T, 3, H, E}).permute({2, 0, 3, 1, 4});
+      mt::Tensor q = qkv.select(0, 0), k = qkv.select(0, 1), v = qkv.select(0, 2);
+      mt::Tensor s = mt::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(E)));
+      mt::Tensor p = mt::softmax(mt::masked_fill(s, mask, -INFINITY), -1);
+      y = mt::matmul(p, v).transpose(1, 2).reshape({N, T, D});
+    }
+    y.backward(gy.to(y.dtype()));
+    grads = {x.grad(), w.grad()};
+    return y.to(mt::kFloat32);
+  };
+  Inputs g32, gbf;
+  mt::Tensor y32 = run(false, g32), ybf = run(true, gbf);
+  EXPECT_LT(max_abs_diff(ybf, y32), 3e-2 * max_abs(y32));
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_EQ(gbf[i].dtype(), mt::kFloat32);
+    EXPECT_LT(max_abs_diff(gbf[i], g32[i]), 3e-2 * max_abs(g32[i])) << (i ? "w" : "x");
+  }
+}
+
 TEST(Attention, BadInputsThrowNamingTheOp) {
   mt::Tensor q = mt::randn({2, 3, 4}), k = mt::randn({2, 5, 4}), v = mt::randn({2, 5, 6});
   auto expect_error = [](auto fn, const std::string& needle) {
