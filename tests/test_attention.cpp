@@ -227,7 +227,7 @@ TEST(Attention, AutocastBackwardMatchesFp32) {
 // Attention as a user writes it (one projection split by select into q, k, v, then matmul,
 // masked_fill, softmax, matmul) under bf16 autocast: the select gradients gathered into one
 // tensor (autograd/view_window.h), the transposed bf16 products (dV = P^T dY, dK^T = Q^T dS,
-// dQ = dS K: core/cpu/matmul_bf16_k_major.cpp where the CPU has AVX512-BF16) and the cast's bf16
+// dQ = dS K: core/cpu/matmul_k_major.cpp where the CPU has AVX512-BF16) and the cast's bf16
 // gradient read by softmax's backward all meet here: the gradients follow fp32's.
 TEST(Attention, UserWrittenUnderBf16AutocastMatchesFp32) {
   mt::manual_seed(9);

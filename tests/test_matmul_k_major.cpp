@@ -1,7 +1,8 @@
-// The bf16 products with a transposed first operand, or a transposed second operand (core/cpu/matmul_bf16_k_major.cpp):
-// attention's dV = P^T dY, dK^T = Q^T dS and dQ = dS K. Against a float64 product of the same bf16 values (one bf16
-// rounding of an fp32 sum), at shapes that leave partial vectors and blocks, odd K, a broadcast batch, NaN and
-// infinity; and that mt::matmul on such views takes this path (its bits) where the CPU has AVX512-BF16.
+// The bf16 and fp32 products with a transposed first operand, or a transposed second operand
+// (core/cpu/matmul_k_major.cpp): attention's dV = P^T dY, dK^T = Q^T dS and dQ = dS K. Against a float64 product of the
+// same bf16 values (one bf16 rounding of an fp32 sum), at shapes that leave partial vectors and blocks, odd K, a
+// broadcast batch, NaN and infinity; and that mt::matmul on such views takes this path (its bits) where the CPU has
+// AVX512-BF16.
 #include <gtest/gtest.h>
 #include <mantissa.h>
 
@@ -15,7 +16,7 @@ namespace mt = mantissa;
 
 namespace {
 
-mt::Tensor bf16_randn(const mt::Shape& shape) { return mt::randn(shape).to(mt::kBFloat16); }
+mt::Tensor bf16_randn(const mt::Shape& shape, mt::DType dtype = mt::kBFloat16) { return mt::randn(shape).to(dtype); }
 
 // a [B|1, M, K] (any strides), b [B|1, K, N] -> the float64 product of their bf16 values.
 mt::Tensor reference(const mt::Tensor& a, const mt::Tensor& b) {
@@ -35,7 +36,7 @@ void expect_close(const mt::Tensor& got, const mt::Tensor& a, const mt::Tensor& 
 // Whether the library was built with AVX512-BF16 (the path's only requirement).
 bool available() {
   mt::Tensor out = mt::empty({2, 4, 4}, {.dtype = mt::kBFloat16});
-  return mt::cpu::matmul_bf16_k_major(bf16_randn({2, 4, 4}).transpose(1, 2), bf16_randn({2, 4, 4}), out);
+  return mt::cpu::matmul_k_major(bf16_randn({2, 4, 4}).transpose(1, 2), bf16_randn({2, 4, 4}), out);
 }
 
 struct Case {
@@ -45,19 +46,25 @@ struct Case {
 
 // a [B, M, K] (a transposed view when a_transposed), b [B, K, N] (likewise): the path computes
 // the product within tolerance, and mt::matmul on the same views takes the path (same bits).
-void check(const Case& c, bool a_transposed, bool b_transposed) {
-  auto operand = [](int64_t B, int64_t r, int64_t cols, bool transposed, bool broadcast) {
+void check_one(const Case& c, bool a_transposed, bool b_transposed, mt::DType dtype) {
+  auto operand = [dtype](int64_t B, int64_t r, int64_t cols, bool transposed, bool broadcast) {
     const mt::Shape stored = transposed ? mt::Shape{B, cols, r} : mt::Shape{B, r, cols};
-    mt::Tensor t = broadcast ? bf16_randn({1, stored[1], stored[2]}).expand(stored) : bf16_randn(stored);
+    mt::Tensor t = broadcast ? bf16_randn({1, stored[1], stored[2]}, dtype).expand(stored) : bf16_randn(stored, dtype);
     return transposed ? t.transpose(1, 2) : t;
   };
   mt::Tensor a = operand(c.B, c.M, c.K, a_transposed, false), b = operand(c.B, c.K, c.N, b_transposed, c.broadcast_b);
-  mt::Tensor out = mt::empty({c.B, c.M, c.N}, {.dtype = mt::kBFloat16});
-  const std::string what = "B " + std::to_string(c.B) + " M " + std::to_string(c.M) + " N " + std::to_string(c.N) +
-                           " K " + std::to_string(c.K);
-  ASSERT_TRUE(mt::cpu::matmul_bf16_k_major(a, b, out)) << what;
+  mt::Tensor out = mt::empty({c.B, c.M, c.N}, {.dtype = dtype});
+  const std::string what = std::string(mt::dtype_name(dtype)) + " B " + std::to_string(c.B) + " M " +
+                           std::to_string(c.M) + " N " + std::to_string(c.N) + " K " + std::to_string(c.K);
+  ASSERT_TRUE(mt::cpu::matmul_k_major(a, b, out)) << what;
   expect_close(out, a, b, what.c_str());
   EXPECT_EQ(mt::matmul(a, b).to(mt::kDouble).to_vector<double>(), out.to(mt::kDouble).to_vector<double>()) << what;
+}
+
+// The case in bf16 (k-pair dot products) and in fp32 (FMAs).
+void check(const Case& c, bool a_transposed, bool b_transposed) {
+  check_one(c, a_transposed, b_transposed, mt::kBFloat16);
+  check_one(c, a_transposed, b_transposed, mt::kFloat32);
 }
 
 }  // namespace
@@ -96,7 +103,7 @@ TEST(MatmulKMajor, NonFiniteInputsPropagate) {
     b.index_put_({0, 8, 2}, INFINITY);  // k 8 (the unpaired last), n 2
   }
   mt::Tensor out = mt::empty({2, 20, 5}, {.dtype = mt::kBFloat16});
-  if (!mt::cpu::matmul_bf16_k_major(x.transpose(1, 2), b, out)) GTEST_SKIP() << "no AVX512-BF16 in this build";
+  if (!mt::cpu::matmul_k_major(x.transpose(1, 2), b, out)) GTEST_SKIP() << "no AVX512-BF16 in this build";
   const std::vector<double> c = out.to(mt::kDouble).to_vector<double>();
   for (int64_t m = 0; m < 20; ++m)
     for (int64_t n = 0; n < 5; ++n) {
@@ -114,11 +121,13 @@ TEST(MatmulKMajor, NonFiniteInputsPropagate) {
 TEST(MatmulKMajor, DeclinesOtherOperands) {
   mt::Tensor out = mt::empty({2, 100, 100}, {.dtype = mt::kBFloat16});
   mt::Tensor plain = bf16_randn({2, 100, 80}), b = bf16_randn({2, 80, 100});
-  EXPECT_FALSE(mt::cpu::matmul_bf16_k_major(plain, b, out)) << "plain operands, K > 64";
-  EXPECT_FALSE(mt::cpu::matmul_bf16_k_major(bf16_randn({2, 80, 100}).transpose(1, 2), b, out)) << "M, N, K > 64";
-  EXPECT_FALSE(mt::cpu::matmul_bf16_k_major(bf16_randn({1, 40, 100}).transpose(1, 2), bf16_randn({1, 40, 8}),
-                                            mt::empty({1, 100, 8}, {.dtype = mt::kBFloat16})))
+  EXPECT_FALSE(mt::cpu::matmul_k_major(plain, b, out)) << "plain operands, K > 64";
+  EXPECT_FALSE(mt::cpu::matmul_k_major(bf16_randn({2, 80, 100}).transpose(1, 2), b, out)) << "M, N, K > 64";
+  EXPECT_FALSE(mt::cpu::matmul_k_major(bf16_randn({1, 40, 100}).transpose(1, 2), bf16_randn({1, 40, 8}),
+                                       mt::empty({1, 100, 8}, {.dtype = mt::kBFloat16})))
       << "not batched (a linear layer's product)";
-  mt::Tensor f = mt::randn({2, 40, 8}).transpose(1, 2);
-  EXPECT_FALSE(mt::cpu::matmul_bf16_k_major(f, mt::randn({2, 40, 8}), mt::empty({2, 8, 8}))) << "fp32";
+  mt::Tensor f = mt::randn({2, 40, 8}, {.dtype = mt::kDouble}).transpose(1, 2);
+  EXPECT_FALSE(mt::cpu::matmul_k_major(f, mt::randn({2, 40, 8}, {.dtype = mt::kDouble}),
+                                       mt::empty({2, 8, 8}, {.dtype = mt::kDouble})))
+      << "fp64";
 }

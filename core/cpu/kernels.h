@@ -11,10 +11,10 @@ MT_BACKEND_KERNELS(MT_BACKEND_DECLARATION)
 // assertions that hold for the AVX-512 vector forms only ask this.
 bool kernels_use_avx512();
 
-// out [B, M, N] = a [B, M, K] @ b [B, K, N], all bf16, B >= 2, for a transposed view a
-// (a.stride(1) == 1) when N <= 64, or M <= 64 with b's rows contiguous, and for a transposed view
-// b (b.stride(1) == 1) when N <= 64: AVX512-BF16 dot products over k-pairs
-// (core/cpu/matmul_bf16_k_major.cpp). False where it does not apply or the CPU lacks them: the
-// caller runs oneDNN or Eigen.
-bool matmul_bf16_k_major(const Tensor& a, const Tensor& b, const Tensor& out);
+// out [B, M, N] = a [B, M, K] @ b [B, K, N], all bf16 or all fp32, B >= 2, for a transposed view
+// a (a.stride(1) == 1) when N <= 64, or M <= 64 with b's rows contiguous, and for a transposed
+// view b (b.stride(1) == 1) when N <= 64: AVX512-BF16 dot products over k-pairs, or fp32 FMAs
+// (core/cpu/matmul_k_major.cpp; built where the compiler targets AVX512-BF16). False where it
+// does not apply: the caller runs oneDNN or Eigen.
+bool matmul_k_major(const Tensor& a, const Tensor& b, const Tensor& out);
 }  // namespace mantissa::cpu
