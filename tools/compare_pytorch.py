@@ -343,8 +343,8 @@ def openblas_core(choice):
     """PyTorch's BLAS here is Debian's OpenBLAS, whose run-time detection takes an AVX-512 Zen for
     an older core and runs its AVX2 kernels (and this machine's environment may name Haswell):
     "auto" sets the SkylakeX (AVX-512) kernels on a CPU with AVX-512F, the fair yardstick, and
-    keeps the environment's choice elsewhere; any other value is set as given. Returns the core
-    the workers run with (they inherit the environment)."""
+    keeps the environment's choice elsewhere; any other value is set as given (the workers inherit
+    the environment; the tables' headers name the core)."""
     if choice != "auto":
         os.environ["OPENBLAS_CORETYPE"] = choice
     else:
@@ -354,7 +354,6 @@ def openblas_core(choice):
             flags = []
         if "avx512f" in flags:
             os.environ["OPENBLAS_CORETYPE"] = "SkylakeX"
-    return os.environ.get("OPENBLAS_CORETYPE", "detected")
 
 
 def cpu_name():
