@@ -5,17 +5,20 @@
 //   cmake --build build --target bench_gpt_step
 //   build/bench/bench_gpt_step --benchmark_repetitions=5 --benchmark_report_aggregates_only
 // With --scaling (d_model 128/256 x context 128/256) or --scaling-full (128/256/512 x 128/256/512)
-// it also registers the same step at every size, 4 layers, heads = d_model / 32, batch 4096 /
+// it also registers the same step at every size, 4 layers, heads = d_model / 32 (--head-dim N:
+// d_model / N, the heads' width other than the one the kernels were tuned on), batch 4096 /
 // context (4096 tokens a step), as nn::GPT (fused attention: scale_fused_*) and as a GPT whose
 // attention a user writes from primitives, matmul + masked_fill + softmax + matmul
 // (scale_user_*; tools/torch_gpt.py builds the same model in PyTorch), fp32 and bf16, and the
 // 2048^3 GEMM rate of each dtype (gemm_fp32, gemm_bf16) for the MFU column of
 // tools/compare_pytorch.py --scaling.
 //   build/bench/bench_gpt_step --profile user 256 512 bf16   # one scaled step by op (profiler)
+//   build/bench/bench_gpt_step --head-dim 128 --profile user 512 256 bf16   # 4 heads of 128
 //   (MT_TRACE=trace.json also writes the profile's Chrome trace: shapes and dtypes of each call)
 #include <benchmark/benchmark.h>
 #include <mantissa.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -154,15 +157,20 @@ void scaled_step(benchmark::State& state, Net& net, int64_t T, std::optional<mt:
       benchmark::Counter(double(4096 / T * T) * double(state.iterations()), benchmark::Counter::kIsRate);
 }
 
-// Calls f(net) with the scaled model: the user-written GPT or nn::GPT, 4 layers, heads = d / 32.
+// The width of one attention head in the scaled models (--head-dim).
+int64_t g_head_dim = 32;
+
+// Calls f(net) with the scaled model: the user-written GPT or nn::GPT, 4 layers, heads = d /
+// g_head_dim.
 template <typename Fn>
 void with_scaled_net(bool user, int64_t d, int64_t T, Fn f) {
   mt::manual_seed(7);
+  const int64_t heads = std::max<int64_t>(1, d / g_head_dim);
   if (user) {
-    UserGPT net(kVocab, T, 4, d / 32, d);
+    UserGPT net(kVocab, T, 4, heads, d);
     f(net);
   } else {
-    mt::nn::GPT net({.vocab_size = kVocab, .context = T, .n_layer = 4, .n_head = d / 32, .d_model = d});
+    mt::nn::GPT net({.vocab_size = kVocab, .context = T, .n_layer = 4, .n_head = heads, .d_model = d});
     f(net);
   }
 }
@@ -234,7 +242,13 @@ BENCHMARK(gpt_bf16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 
 int main(int argc, char** argv) {
   std::vector<char*> args;
+  for (int i = 1; i + 1 < argc; ++i)  // first: the scaled models' head width, wherever it stands
+    if (std::strcmp(argv[i], "--head-dim") == 0) g_head_dim = std::max<int64_t>(1, std::atoll(argv[i + 1]));
   for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--head-dim") == 0 && i + 1 < argc) {
+      ++i;
+      continue;
+    }
     if (std::strcmp(argv[i], "--profile") == 0) {
       if (i + 4 >= argc) {
         std::fprintf(stderr, "usage: %s --profile user|fused D_MODEL CONTEXT fp32|bf16\n", argv[0]);

@@ -28,6 +28,8 @@ and the same user-written model (bench/bench_gpt_step.cpp --scaling). Each step 
 process, so peak RSS (ru_maxrss) is that step's. MFU = model FLOPs per step / step time / the
 2048^3 GEMM rate of the dtype measured by Mantissa (oneDNN) in the same round; model FLOPs =
 6 * tokens * (12 * layers * d^2 + vocab * d) + 12 * layers * context * d * tokens (attention).
+--head-dim N makes the heads N wide (heads = d_model / N: the same FLOPs, fewer and wider heads
+than the 32 the kernels were tuned on) and --sizes 512x256 ... picks sizes.
 """
 import argparse
 import json
@@ -155,6 +157,8 @@ SCALE_VOCAB, SCALE_LAYERS, SCALE_TOKENS = 96, 4, 4096
 
 
 def scale_sizes(args):
+    if args.sizes:
+        return [tuple(int(v) for v in s.split("x")) for s in args.sizes]
     sizes = [128, 256, 512] if args.scaling_full else [128, 256]
     return [(d, t) for d in sizes for t in sizes]
 
@@ -175,7 +179,7 @@ def torch_scale_worker(args):
     d, t, prec = args.torch_scale
     d, t = int(d), int(t)
     n = SCALE_TOKENS // t
-    net = GPT(SCALE_VOCAB, t, SCALE_LAYERS, d // 32, d)
+    net = GPT(SCALE_VOCAB, t, SCALE_LAYERS, max(1, d // args.head_dim), d)
     decay = [p for p in net.parameters() if p.dim() >= 2]
     rest = [p for p in net.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
@@ -215,7 +219,8 @@ def run_measured(cmd, env):
 def mantissa_bench_json(args, bench_filter, env):
     bench = os.path.join(os.path.dirname(args.bench), "bench_gpt_step")
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        _, rss = run_measured([bench, "--scaling-full", f"--benchmark_filter={bench_filter}",
+        _, rss = run_measured([bench, "--scaling-full", "--head-dim", str(args.head_dim),
+                               f"--benchmark_filter={bench_filter}",
                                f"--benchmark_min_time={args.min_time}", f"--benchmark_out={f.name}",
                                "--benchmark_out_format=json"], env)
         doc = json.load(open(f.name))
@@ -232,7 +237,7 @@ def run_scaling_round(args):
     for d, t in scale_sizes(args):
         for prec in ("fp32", "bf16"):
             cmd = [sys.executable, __file__, "--torch-scale", str(d), str(t), prec, "--threads", str(args.threads),
-                   "--min-time", str(args.min_time)]
+                   "--min-time", str(args.min_time), "--head-dim", str(args.head_dim)]
             text, rss = run_measured(cmd, env)
             out[f"torch_{prec}/d{d}/T{t}"] = (json.loads(text)["ms"], rss)
             for impl in ("fused", "user"):
@@ -252,7 +257,7 @@ def scaling_main(args):
     rss = {k: max(rd[k][1] for rd in rounds) for k in rounds[0] if isinstance(rounds[0][k], tuple)}
     print(f"# {time.strftime('%Y-%m-%d')}, {cpu_name()}, {args.threads} threads, load {os.getloadavg()[0]:.1f}, "
           f"medians of {args.rounds} rounds; PyTorch {torch.__version__} (OpenBLAS core "
-          f"{os.environ.get('OPENBLAS_CORETYPE', 'detected')}); 4 layers, heads = d / 32, "
+          f"{os.environ.get('OPENBLAS_CORETYPE', 'detected')}); 4 layers, heads = d / {args.head_dim}, "
           f"{SCALE_TOKENS} tokens a step; GEMM 2048^3: fp32 {med['gemm_fp32'] / 1e9:.0f}, "
           f"bf16 {med['gemm_bf16'] / 1e9:.0f} GFLOP/s")
     print("| prec | d_model | context | PyTorch | nn::GPT | ratio | user GPT | ratio | MFU PyTorch | MFU nn::GPT | "
@@ -302,6 +307,10 @@ def main():
     p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     p.add_argument("--scaling", action="store_true", help="the GPT step at d_model x context 128/256")
     p.add_argument("--scaling-full", action="store_true", help="the GPT step at d_model x context 128/256/512")
+    p.add_argument("--head-dim", type=int, default=32, help="with --scaling: each attention head's width "
+                   "(heads = d_model / head_dim; 32 is the width the kernels were tuned on)")
+    p.add_argument("--sizes", nargs="+", metavar="DxT", help="with --scaling: only these d_model x context "
+                   "sizes (e.g. 512x256)")
     p.add_argument("--openblas-core", default="auto",
                    help="OPENBLAS_CORETYPE for PyTorch (auto: SkylakeX on AVX-512 CPUs, else the environment's)")
     p.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)

@@ -6,14 +6,19 @@
 // (fp32 for fp16/bf16, as tensor cores do); fp16/bf16 operands are widened once per problem.
 // Backward recomputes each tile's probabilities from the stored log-sum-exp (as flash
 // attention does) and accumulates dK and dV of a problem in fp32.
+// bf16 on a CPU with AVX512-BF16 multiplies its tiles by bf16 dot products instead
+// (bf16_tile_gemm.h): P and dS enter their products rounded to bf16, as the forward's P always
+// did and as tensor cores take them; sums stay fp32.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // Eigen's AVX-512 GEMM, as in matmul.cpp
 #endif
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "core/cpu/bf16_tile_gemm.h"
 #include "core/cpu/loops.h"
 #include "core/cpu/vec_math.h"
 #include "core/nn_kernels.h"
@@ -259,11 +264,182 @@ void backward_typed(const Tensor& gout, const Tensor& q, const Tensor& k, const 
   }
 }
 
+
+#if defined(__AVX512BF16__)
+namespace tile = bf16_tile;
+
+// A row-major bf16 tile [rows, cols] (leading dimension cols) as a GEMM's A: in place when cols
+// is even, else copied with a zero column so that no pair reads past the tensor's end.
+tile::PairRows bf16_rows(const BFloat16* p, int64_t rows, int64_t cols, std::vector<uint16_t>& buf) {
+  const auto* bits = reinterpret_cast<const uint16_t*>(p);
+  if (cols % 2 == 0) return {bits, cols, 2};
+  buf.assign(size_t(rows * (cols + 1)), uint16_t(0));
+  for (int64_t i = 0; i < rows; ++i) std::copy(bits + i * cols, bits + (i + 1) * cols, buf.data() + i * (cols + 1));
+  return {buf.data(), cols + 1, 2};
+}
+
+// An fp32 tile [rows, cols] rounded to bf16 as a GEMM's A (row-major) ...
+tile::PairRows rounded_rows(const float* x, int64_t rows, int64_t cols, std::vector<uint16_t>& buf) {
+  const int64_t ld = cols + (cols & 1);
+  buf.resize(size_t(rows * ld));
+  tile::round_rows(x, cols, rows, cols, buf.data(), ld);
+  return {buf.data(), ld, 2};
+}
+// ... and transposed ([cols, rows], pairs along the tile's rows).
+tile::PairRows rounded_transposed(const float* x, int64_t rows, int64_t cols, std::vector<uint32_t>& buf) {
+  const int64_t ld = tile::padded_columns(cols);
+  buf.resize(size_t((rows + 1) / 2 * ld));
+  tile::pack_rows(x, cols, rows, cols, buf.data(), ld);
+  return {reinterpret_cast<const uint16_t*>(buf.data()), 2, 2 * ld};
+}
+
+// B = X^T (X [n, k], rows along k) and B = X (X [k, n]) packed into buf.
+tile::PackedB packed_transposed(const BFloat16* x, int64_t n, int64_t k, std::vector<uint32_t>& buf) {
+  const int64_t ld = tile::padded_columns(n);
+  buf.resize(size_t((k + 1) / 2 * ld));
+  tile::pack_transposed(reinterpret_cast<const uint16_t*>(x), k, n, k, buf.data(), ld);
+  return {buf.data(), ld};
+}
+tile::PackedB packed_rows(const BFloat16* x, int64_t k, int64_t n, std::vector<uint32_t>& buf) {
+  const int64_t ld = tile::padded_columns(n);
+  buf.resize(size_t((k + 1) / 2 * ld));
+  tile::pack_rows(reinterpret_cast<const uint16_t*>(x), n, k, n, buf.data(), ld);
+  return {buf.data(), ld};
+}
+
+// forward_typed for bf16 by bf16 dot products: S = scale Q K^T and O = P V per tile, K^T and V
+// packed once per problem a thread runs.
+void forward_bf16(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Tensor& out,
+                  const Tensor& lse, const AttentionGeometry& g) {
+  const int64_t G = g.B * g.H, L = g.L, S = g.S, E = g.E, Ev = g.Ev;
+  const int64_t tiles = (L + kTileRows - 1) / kTileRows;
+  const BFloat16* Q = q.data_ptr<BFloat16>();
+  const BFloat16* K = k.data_ptr<BFloat16>();
+  const BFloat16* V = v.data_ptr<BFloat16>();
+  BFloat16* O = out.data_ptr<BFloat16>();
+  float* LSE = lse.data_ptr<float>();
+  const float* M = mask_data<float>(mask);
+#pragma omp parallel
+  {
+    std::vector<uint32_t> kbuf, vbuf;
+    std::vector<uint16_t> qbuf, pbuf;
+    std::vector<float> scores, obuf;
+    tile::PackedB kt{}, vp{};
+    int64_t packed_problem = -1;
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < G * tiles; ++task) {
+      const int64_t p = task / tiles, i0 = (task % tiles) * kTileRows, rows = std::min(kTileRows, L - i0);
+      if (p != packed_problem) {
+        kt = packed_transposed(K + p * S * E, S, E, kbuf);
+        vp = packed_rows(V + p * S * Ev, S, Ev, vbuf);
+        packed_problem = p;
+      }
+      const Problem<float> prob{g, M, p};
+      const int64_t nk = prob.keys_for(i0 + rows);
+      scores.resize(size_t(rows * nk));
+      obuf.resize(size_t(rows * Ev));
+      tile::gemm(bf16_rows(Q + (p * L + i0) * E, rows, E, qbuf), kt, rows, nk, E, float(g.scale), false,
+                 scores.data(), nk);
+      prob.softmax_rows(scores.data(), i0, rows, nk, nullptr, LSE + p * L + i0);
+      prob.drop(scores.data(), i0, rows, nk);
+      tile::gemm(rounded_rows(scores.data(), rows, nk, pbuf), vp, rows, Ev, nk, 1.0f, false, obuf.data(), Ev);
+      BFloat16* o = O + (p * L + i0) * Ev;
+      for (int64_t i = 0; i < rows * Ev; ++i) store_acc(o, i, obuf[size_t(i)]);
+    }
+  }
+}
+
+// backward_typed for bf16 by bf16 dot products, one problem per task: P = scale Q K^T,
+// dP = dO V^T, dV += P^T dO, dQ = scale dS K, dK += scale dS^T Q.
+void backward_bf16(const Tensor& gout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                   const Tensor& lse, const Tensor& gq, const Tensor& gk, const Tensor& gv,
+                   const AttentionGeometry& g) {
+  const int64_t G = g.B * g.H, L = g.L, S = g.S, E = g.E, Ev = g.Ev;
+  const BFloat16* Q = q.data_ptr<BFloat16>();
+  const BFloat16* K = k.data_ptr<BFloat16>();
+  const BFloat16* V = v.data_ptr<BFloat16>();
+  const BFloat16* GO = gout.data_ptr<BFloat16>();
+  const float* LSE = lse.data_ptr<float>();
+  const float* M = mask_data<float>(mask);
+  BFloat16* GQ = gq.defined() ? gq.data_ptr<BFloat16>() : nullptr;
+  BFloat16* GK = gk.defined() ? gk.data_ptr<BFloat16>() : nullptr;
+  BFloat16* GV = gv.defined() ? gv.data_ptr<BFloat16>() : nullptr;
+#pragma omp parallel
+  {
+    std::vector<uint32_t> ktbuf, vtbuf, kbuf, pw, dow, qw, dsw;
+    std::vector<uint16_t> qbuf, gobuf, dsbuf;
+    std::vector<float> pbuf, dpbuf, dqbuf, dk, dv;
+#pragma omp for schedule(static)
+    for (int64_t p = 0; p < G; ++p) {
+      const tile::PackedB kt = packed_transposed(K + p * S * E, S, E, ktbuf);
+      const tile::PackedB vt = packed_transposed(V + p * S * Ev, S, Ev, vtbuf);
+      const tile::PackedB kr = GQ ? packed_rows(K + p * S * E, S, E, kbuf) : tile::PackedB{};
+      dk.assign(size_t(S * E), 0.0f);
+      dv.assign(size_t(S * Ev), 0.0f);
+      const Problem<float> prob{g, M, p};
+      for (int64_t i0 = 0; i0 < L; i0 += kTileRows) {
+        const int64_t rows = std::min(kTileRows, L - i0), nk = prob.keys_for(i0 + rows);
+        const BFloat16* qt = Q + (p * L + i0) * E;
+        const BFloat16* got = GO + (p * L + i0) * Ev;
+        if (nk == 0) {
+          if (GQ) std::fill(GQ + (p * L + i0) * E, GQ + (p * L + i0 + rows) * E, BFloat16(0.0f));
+          continue;
+        }
+        pbuf.resize(size_t(rows * nk));
+        tile::gemm(bf16_rows(qt, rows, E, qbuf), kt, rows, nk, E, float(g.scale), false, pbuf.data(), nk);
+        prob.softmax_rows(pbuf.data(), i0, rows, nk, LSE + p * L + i0, nullptr);
+        dpbuf.resize(size_t(rows * nk));
+        tile::gemm(bf16_rows(got, rows, Ev, gobuf), vt, rows, nk, Ev, 1.0f, false, dpbuf.data(), nk);
+        prob.drop(dpbuf.data(), i0, rows, nk);
+        if (GV) {
+          std::vector<float> pd;
+          const float* pv = pbuf.data();
+          if (g.dropout_p > 0) {
+            pd = pbuf;
+            prob.drop(pd.data(), i0, rows, nk);
+            pv = pd.data();
+          }
+          tile::gemm(rounded_transposed(pv, rows, nk, pw), packed_rows(got, rows, Ev, dow), nk, Ev, rows, 1.0f, true,
+                     dv.data(), Ev);
+        }
+        // dS = P * (dP - rowsum(P * dP)): the softmax backward, in place in dP.
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* pr = pbuf.data() + r * nk;
+          float* dpr = dpbuf.data() + r * nk;
+          float d = 0;
+#pragma omp simd reduction(+ : d)
+          for (int64_t j = 0; j < nk; ++j) d += pr[j] * dpr[j];
+#pragma omp simd
+          for (int64_t j = 0; j < nk; ++j) dpr[j] = pr[j] * (dpr[j] - d);
+        }
+        if (GQ) {
+          dqbuf.resize(size_t(rows * E));
+          tile::gemm(rounded_rows(dpbuf.data(), rows, nk, dsbuf), kr, rows, E, nk, float(g.scale), false, dqbuf.data(),
+                     E);
+          BFloat16* o = GQ + (p * L + i0) * E;
+          for (int64_t i = 0; i < rows * E; ++i) store_acc(o, i, dqbuf[size_t(i)]);
+        }
+        if (GK)
+          tile::gemm(rounded_transposed(dpbuf.data(), rows, nk, dsw), packed_rows(qt, rows, E, qw), nk, E, rows,
+                     float(g.scale), true, dk.data(), E);
+      }
+      if (GK)
+        for (int64_t i = 0; i < S * E; ++i) store_acc(GK + p * S * E, i, dk[size_t(i)]);
+      if (GV)
+        for (int64_t i = 0; i < S * Ev; ++i) store_acc(GV + p * S * Ev, i, dv[size_t(i)]);
+    }
+  }
+}
+#endif
+
 }  // namespace
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Tensor& out,
                        const Tensor& lse, const AttentionGeometry& g) {
   if (g.B * g.H * g.L == 0) return;
+#if defined(__AVX512BF16__)
+  if (q.dtype() == DType::BFloat16) return forward_bf16(q, k, v, mask, out, lse, g);
+#endif
   dispatch_floating(q.dtype(), "scaled_dot_product_attention",
                     [&]<typename T>() { forward_typed<T>(q, k, v, mask, out, lse, g); });
 }
@@ -272,6 +448,9 @@ void attention_backward(const Tensor& gout, const Tensor& q, const Tensor& k, co
                         const Tensor& /*out*/, const Tensor& lse, const Tensor& gq, const Tensor& gk, const Tensor& gv,
                         const AttentionGeometry& g) {
   if (g.B * g.H == 0) return;
+#if defined(__AVX512BF16__)
+  if (q.dtype() == DType::BFloat16) return backward_bf16(gout, q, k, v, mask, lse, gq, gk, gv, g);
+#endif
   dispatch_floating(q.dtype(), "scaled_dot_product_attention",
                     [&]<typename T>() { backward_typed<T>(gout, q, k, v, mask, lse, gq, gk, gv, g); });
 }
