@@ -7,7 +7,7 @@
 // Backward recomputes each tile's probabilities from the stored log-sum-exp (as flash
 // attention does) and accumulates dK and dV of a problem in fp32.
 // bf16 on a CPU with AVX512-BF16 multiplies its tiles by bf16 dot products instead
-// (bf16_tile_gemm.h): P and dS enter their products rounded to bf16, as the forward's P always
+// (tile_gemm.h): P and dS enter their products rounded to bf16, as the forward's P always
 // did and as tensor cores take them; sums stay fp32.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // Eigen's AVX-512 GEMM, as in matmul.cpp
@@ -15,10 +15,11 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
-#include "core/cpu/bf16_tile_gemm.h"
+#include "core/cpu/tile_gemm.h"
 #include "core/cpu/loops.h"
 #include "core/cpu/vec_math.h"
 #include "core/nn_kernels.h"
@@ -34,21 +35,70 @@ constexpr int64_t kExpChunk = 1024;  // a score row's exps summed from a 4 KiB s
 
 template <typename A>
 using RowMat = Eigen::Matrix<A, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <typename A>
-using Map = Eigen::Map<RowMat<A>>;
-template <typename A>
-using ConstMap = Eigen::Map<const RowMat<A>>;
 
-// rows x cols of T at p (contiguous) as an A matrix: a view when T == A, else a widened copy.
+// n elements of buf from a 64-byte boundary on: the tile GEMMs' B buffers (tile::packed_ld).
+template <typename T>
+T* aligned(std::vector<T>& buf, int64_t n) {
+  buf.resize(size_t(n) + 64 / sizeof(T));
+  const auto at = reinterpret_cast<uintptr_t>(buf.data());
+  return buf.data() + (64 - at % 64) % 64 / sizeof(T);
+}
+
+// rows x cols of T at p (contiguous) in A: p itself when T == A, else a widened copy.
 template <typename A, typename T>
-ConstMap<A> widened(const T* p, int64_t rows, int64_t cols, std::vector<A>& buf) {
+const A* widened(const T* p, int64_t rows, int64_t cols, std::vector<A>& buf) {
   if constexpr (std::is_same_v<A, T>) {
-    return ConstMap<A>(p, rows, cols);
+    return p;
   } else {
     buf.resize(size_t(rows * cols));
     for (int64_t i = 0; i < rows * cols; ++i) buf[size_t(i)] = load_acc<A>(p, i);
-    return ConstMap<A>(buf.data(), rows, cols);
+    return buf.data();
   }
+}
+
+// c [M, N] (leading dimension ldc) = alpha A B (+ c when accumulate), A(i, k) = a[i * ars + k *
+// aks], B(k, j) = b[k * ldb + j]: the fp32 tile GEMM (tile_gemm.h) where the build has it (an
+// Eigen product per tile paid its packing and dispatch on every call: fp32 attention ran at
+// about half the GEMM rate), Eigen otherwise and for fp64.
+template <typename A>
+void product(const A* a, int64_t ars, int64_t aks, const A* b, int64_t ldb, int64_t M, int64_t N, int64_t K, A alpha,
+             bool accumulate, A* c, int64_t ldc) {
+#if defined(__AVX512BF16__)
+  if constexpr (std::is_same_v<A, float>) {
+    tile::gemm(tile::StridedA{a, ars, aks}, tile::RowsB{b, ldb}, M, N, K, alpha, accumulate, c, ldc);
+    return;
+  }
+#endif
+  using Strides = Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>;
+  const Eigen::Map<const RowMat<A>, 0, Strides> Am(a, M, K, Strides(ars, aks));
+  const Eigen::Map<const RowMat<A>, 0, Eigen::OuterStride<>> Bm(b, K, N, Eigen::OuterStride<>(ldb));
+  Eigen::Map<RowMat<A>, 0, Eigen::OuterStride<>> Cm(c, M, N, Eigen::OuterStride<>(ldc));
+  if (!accumulate) Cm.setZero();
+  if (K > 0) Cm.noalias() += alpha * (Am * Bm);
+}
+
+// X^T [cols, rows] of X [rows, cols] in A, into buf, leading dimension transposed_ld(rows): the
+// B of a product by X's transpose.
+template <typename A>
+int64_t transposed_ld(int64_t rows) {
+#if defined(__AVX512BF16__)
+  if constexpr (std::is_same_v<A, float>) return tile::packed_ld(rows);
+#endif
+  return rows;
+}
+template <typename A>
+const A* transposed(const A* x, int64_t rows, int64_t cols, std::vector<A>& buf) {
+  const int64_t ld = transposed_ld<A>(rows);
+  A* t = aligned(buf, cols * ld);
+#if defined(__AVX512BF16__)
+  if constexpr (std::is_same_v<A, float>) {
+    tile::transpose(x, cols, rows, cols, t, ld);
+    return t;
+  }
+#endif
+  for (int64_t j = 0; j < rows; ++j)
+    for (int64_t k = 0; k < cols; ++k) t[k * ld + j] = x[j * cols + k];
+  return t;
 }
 
 // The one problem (batch b, head h) and the parts of the geometry a tile needs.
@@ -143,27 +193,25 @@ void forward_typed(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
   A* LSE = lse.data_ptr<A>();
   const A* M = mask_data<A>(mask);
   // One task per (problem, tile); consecutive tasks share a problem, so a thread widens
-  // each problem's k and v once when it runs several of its tiles.
+  // each problem's k and v (and transposes k) once when it runs several of its tiles.
 #pragma omp parallel
   {
-    std::vector<A> kbuf, vbuf, qbuf, scores, obuf;
+    std::vector<A> kbuf, ktbuf, vbuf, qbuf, scores, obuf;
     int64_t widened_problem = -1;
-    const A *kp = nullptr, *vp = nullptr;
+    const A *kt = nullptr, *vp = nullptr;
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < G * tiles; ++task) {
       const int64_t p = task / tiles, i0 = (task % tiles) * kTileRows, rows = std::min(kTileRows, L - i0);
       if (p != widened_problem) {
-        kp = widened<A>(K + p * S * E, S, E, kbuf).data();
-        vp = widened<A>(V + p * S * Ev, S, Ev, vbuf).data();
+        kt = transposed(widened<A>(K + p * S * E, S, E, kbuf), S, E, ktbuf);  // [E, S]
+        vp = widened<A>(V + p * S * Ev, S, Ev, vbuf);
         widened_problem = p;
       }
-      ConstMap<A> Km(kp, S, E), Vm(vp, S, Ev);
       const Problem<A> prob{g, M, p};
       const int64_t nk = prob.keys_for(i0 + rows);
-      ConstMap<A> Qt = widened<A>(Q + (p * L + i0) * E, rows, E, qbuf);
+      const A* qt = widened<A>(Q + (p * L + i0) * E, rows, E, qbuf);
       scores.resize(size_t(rows * nk));
-      Map<A> St(scores.data(), rows, nk);
-      if (nk > 0) St.noalias() = A(g.scale) * (Qt * Km.topRows(nk).transpose());
+      product(qt, E, 1, kt, transposed_ld<A>(S), rows, nk, E, A(g.scale), false, scores.data(), nk);
       prob.softmax_rows(scores.data(), i0, rows, nk, nullptr, LSE + p * L + i0);
       prob.drop(scores.data(), i0, rows, nk);
       if constexpr (!std::is_same_v<A, T>) {
@@ -171,11 +219,7 @@ void forward_typed(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
         for (auto& x : scores) x = cast_to<A>(cast_to<T>(x));
       }
       obuf.resize(size_t(rows * Ev));
-      Map<A> Ot(obuf.data(), rows, Ev);
-      if (nk > 0)
-        Ot.noalias() = St * Vm.topRows(nk);
-      else
-        Ot.setZero();
+      product(scores.data(), nk, 1, vp, Ev, rows, Ev, nk, A(1), false, obuf.data(), Ev);
       T* o = O + (p * L + i0) * Ev;
       for (int64_t i = 0; i < rows * Ev; ++i) store_acc(o, i, obuf[size_t(i)]);
     }
@@ -200,19 +244,19 @@ void backward_typed(const Tensor& gout, const Tensor& q, const Tensor& k, const 
   // One task per problem: its dK and dV sum over every query tile.
 #pragma omp parallel
   {
-    std::vector<A> kbuf, vbuf, qbuf, gobuf, pbuf, dpbuf, dqbuf, dk, dv;
+    std::vector<A> kbuf, ktbuf, vbuf, vtbuf, qbuf, gobuf, pbuf, dpbuf, dqbuf, dk, dv;
 #pragma omp for schedule(static)
     for (int64_t p = 0; p < G; ++p) {
-      ConstMap<A> Km = widened<A>(K + p * S * E, S, E, kbuf);
-      ConstMap<A> Vm = widened<A>(V + p * S * Ev, S, Ev, vbuf);
+      const A* kp = widened<A>(K + p * S * E, S, E, kbuf);
+      const A* kt = transposed(kp, S, E, ktbuf);                                        // [E, S]
+      const A* vt = transposed(widened<A>(V + p * S * Ev, S, Ev, vbuf), S, Ev, vtbuf);  // [Ev, S]
       dk.assign(size_t(S * E), A(0));
       dv.assign(size_t(S * Ev), A(0));
-      Map<A> dK(dk.data(), S, E), dV(dv.data(), S, Ev);
       const Problem<A> prob{g, M, p};
       for (int64_t i0 = 0; i0 < L; i0 += kTileRows) {
         const int64_t rows = std::min(kTileRows, L - i0), nk = prob.keys_for(i0 + rows);
-        ConstMap<A> Qt = widened<A>(Q + (p * L + i0) * E, rows, E, qbuf);
-        ConstMap<A> dOt = widened<A>(GO + (p * L + i0) * Ev, rows, Ev, gobuf);
+        const A* qt = widened<A>(Q + (p * L + i0) * E, rows, E, qbuf);
+        const A* got = widened<A>(GO + (p * L + i0) * Ev, rows, Ev, gobuf);
         if (nk == 0) {
           if (GQ)
             for (int64_t i = 0; i < rows * E; ++i) GQ[(p * L + i0) * E + i] = cast_to<T>(0);
@@ -220,41 +264,39 @@ void backward_typed(const Tensor& gout, const Tensor& q, const Tensor& k, const 
         }
         // P: the probabilities, recomputed from the stored log-sum-exp.
         pbuf.resize(size_t(rows * nk));
-        Map<A> P(pbuf.data(), rows, nk);
-        P.noalias() = A(g.scale) * (Qt * Km.topRows(nk).transpose());
+        product(qt, E, 1, kt, transposed_ld<A>(S), rows, nk, E, A(g.scale), false, pbuf.data(), nk);
         prob.softmax_rows(pbuf.data(), i0, rows, nk, LSE + p * L + i0, nullptr);
         // dPd = dO V^T is the gradient of dropout(P); dP = dropout(dPd) with the same mask.
         dpbuf.resize(size_t(rows * nk));
-        Map<A> dP(dpbuf.data(), rows, nk);
-        dP.noalias() = dOt * Vm.topRows(nk).transpose();
+        product(got, Ev, 1, vt, transposed_ld<A>(S), rows, nk, Ev, A(1), false, dpbuf.data(), nk);
         prob.drop(dpbuf.data(), i0, rows, nk);
-        if (GV) {
+        if (GV) {  // dV += dropout(P)^T dO
+          std::vector<A> pd;
+          const A* pv = pbuf.data();
           if (g.dropout_p > 0) {
-            std::vector<A> pd(pbuf);
+            pd = pbuf;
             prob.drop(pd.data(), i0, rows, nk);
-            dV.topRows(nk).noalias() += ConstMap<A>(pd.data(), rows, nk).transpose() * dOt;
-          } else {
-            dV.topRows(nk).noalias() += P.transpose() * dOt;
+            pv = pd.data();
           }
+          product(pv, 1, nk, got, Ev, nk, Ev, rows, A(1), true, dv.data(), Ev);
         }
         // dS = P * (dP - rowsum(P * dP)): the softmax backward, in place in dP.
         for (int64_t r = 0; r < rows; ++r) {
-          const A* pr = &P(r, 0);
-          A* dpr = &dP(r, 0);
+          const A* pr = pbuf.data() + r * nk;
+          A* dpr = dpbuf.data() + r * nk;
           A d = 0;
 #pragma omp simd reduction(+ : d)
           for (int64_t j = 0; j < nk; ++j) d += pr[j] * dpr[j];
 #pragma omp simd
           for (int64_t j = 0; j < nk; ++j) dpr[j] = pr[j] * (dpr[j] - d);
         }
-        if (GQ) {
+        if (GQ) {  // dQ = scale dS K
           dqbuf.resize(size_t(rows * E));
-          Map<A> dQ(dqbuf.data(), rows, E);
-          dQ.noalias() = A(g.scale) * (dP * Km.topRows(nk));
+          product(dpbuf.data(), nk, 1, kp, E, rows, E, nk, A(g.scale), false, dqbuf.data(), E);
           T* o = GQ + (p * L + i0) * E;
           for (int64_t i = 0; i < rows * E; ++i) store_acc(o, i, dqbuf[size_t(i)]);
         }
-        if (GK) dK.topRows(nk).noalias() += A(g.scale) * (dP.transpose() * Qt);
+        if (GK) product(dpbuf.data(), 1, nk, qt, E, nk, E, rows, A(g.scale), true, dk.data(), E);  // dK += scale dS^T Q
       }
       if (GK)
         for (int64_t i = 0; i < S * E; ++i) store_acc(GK + p * S * E, i, dk[size_t(i)]);
@@ -264,10 +306,7 @@ void backward_typed(const Tensor& gout, const Tensor& q, const Tensor& k, const 
   }
 }
 
-
 #if defined(__AVX512BF16__)
-namespace tile = bf16_tile;
-
 // A row-major bf16 tile [rows, cols] (leading dimension cols) as a GEMM's A: in place when cols
 // is even, else copied with a zero column so that no pair reads past the tensor's end.
 tile::PairRows bf16_rows(const BFloat16* p, int64_t rows, int64_t cols, std::vector<uint16_t>& buf) {
@@ -290,21 +329,21 @@ tile::PairRows rounded_transposed(const float* x, int64_t rows, int64_t cols, st
   const int64_t ld = tile::padded_columns(cols);
   buf.resize(size_t((rows + 1) / 2 * ld));
   tile::pack_rows(x, cols, rows, cols, buf.data(), ld);
-  return {reinterpret_cast<const uint16_t*>(buf.data()), 2, 2 * ld};
+  return {reinterpret_cast<const uint16_t*>(buf.data()), 2, 2 * ld};  // an A: broadcasts, any alignment
 }
 
 // B = X^T (X [n, k], rows along k) and B = X (X [k, n]) packed into buf.
 tile::PackedB packed_transposed(const BFloat16* x, int64_t n, int64_t k, std::vector<uint32_t>& buf) {
-  const int64_t ld = tile::padded_columns(n);
-  buf.resize(size_t((k + 1) / 2 * ld));
-  tile::pack_transposed(reinterpret_cast<const uint16_t*>(x), k, n, k, buf.data(), ld);
-  return {buf.data(), ld};
+  const int64_t ld = tile::packed_ld(n);
+  uint32_t* w = aligned(buf, (k + 1) / 2 * ld);
+  tile::pack_transposed(reinterpret_cast<const uint16_t*>(x), k, n, k, w, ld);
+  return {w, ld};
 }
 tile::PackedB packed_rows(const BFloat16* x, int64_t k, int64_t n, std::vector<uint32_t>& buf) {
-  const int64_t ld = tile::padded_columns(n);
-  buf.resize(size_t((k + 1) / 2 * ld));
-  tile::pack_rows(reinterpret_cast<const uint16_t*>(x), n, k, n, buf.data(), ld);
-  return {buf.data(), ld};
+  const int64_t ld = tile::packed_ld(n);
+  uint32_t* w = aligned(buf, (k + 1) / 2 * ld);
+  tile::pack_rows(reinterpret_cast<const uint16_t*>(x), n, k, n, w, ld);
+  return {w, ld};
 }
 
 // forward_typed for bf16 by bf16 dot products: S = scale Q K^T and O = P V per tile, K^T and V

@@ -1,7 +1,7 @@
-// The bf16 tile GEMM (core/cpu/bf16_tile_gemm.h) that the CPU attention kernels multiply their
-// bf16 tiles with: every A layout and B packing against a float64 product of the same bf16
-// values, at shapes that leave partial vectors, row blocks and k-pair passes, odd K, alpha and
-// accumulation; an odd K never reads the values past the last k (NaN there stays out).
+// The tile GEMMs (core/cpu/tile_gemm.h) that the CPU attention kernels multiply their tiles
+// with, bf16 and fp32: every A layout and B packing against a float64 product of the same
+// values, at shapes that leave partial vectors, row blocks and passes along k, odd K, alpha and
+// accumulation; an odd bf16 K never reads the values past the last k (NaN there stays out).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,10 +12,10 @@
 #include <random>
 #include <vector>
 
-#include "core/cpu/bf16_tile_gemm.h"
+#include "core/cpu/tile_gemm.h"
 #include "core/error.h"
 
-namespace tile = mantissa::cpu::bf16_tile;
+namespace tile = mantissa::cpu::tile;
 
 namespace {
 
@@ -54,13 +54,15 @@ void expect_product(const std::vector<float>& c, const std::vector<double>& want
 
 }  // namespace
 
-TEST(Bf16TileGemm, PlainAAndTransposedPackedBMatchFloat64) {
+TEST(TileGemm, PlainAAndTransposedPackedBMatchFloat64) {
   SKIP_WITHOUT_BF16_TILES();
   // C = alpha A X^T (A [M, K] row-major, X [N, K] rows along k): attention's Q K^T and dO V^T.
   std::mt19937 gen(3);
-  for (auto [M, N, K] : {std::array<int64_t, 3>{64, 150, 32}, {7, 33, 31}, {13, 64, 1}, {5, 17, 300}, {12, 48, 128}}) {
-    // A read in place (its rows NaN past K: an odd K's last pair reads one), X's rows odd-sized.
-    const int64_t la = (K + 4) / 2 * 2, ldx = K + 1, ldb = tile::padded_columns(N);
+  for (auto [M, N, K] : {std::array<int64_t, 3>{64, 150, 32}, {7, 33, 31}, {13, 64, 1}, {5, 17, 300}, {12, 48, 128}, {9, 40, 70}}) {
+    // A read in place (its rows NaN past K: an odd K's last pair reads one); X's rows NaN past K
+    // too, 4-byte aligned for an even K (16 x 16 register transposes of its words) and not for
+    // an odd one (gathers).
+    const int64_t la = (K + 4) / 2 * 2, ldx = K + 2, ldb = tile::padded_columns(N);
     std::vector<uint16_t> a = random_bf16(M, K, la, gen), x = random_bf16(N, K, ldx, gen);
     std::vector<uint32_t> packed(size_t((K + 1) / 2 * ldb));
     tile::pack_transposed(x.data(), ldx, N, K, packed.data(), ldb);
@@ -86,7 +88,7 @@ TEST(Bf16TileGemm, PlainAAndTransposedPackedBMatchFloat64) {
   }
 }
 
-TEST(Bf16TileGemm, TransposedAAndRowPackedBMatchFloat64) {
+TEST(TileGemm, TransposedAAndRowPackedBMatchFloat64) {
   SKIP_WITHOUT_BF16_TILES();
   // C = X^T Y (X [K, M] fp32 rounded to bf16, Y [K, N] bf16 or fp32): attention's P^T dO and
   // dS^T Q; and A = fp32 rows rounded (dS K).
@@ -132,7 +134,7 @@ TEST(Bf16TileGemm, TransposedAAndRowPackedBMatchFloat64) {
   }
 }
 
-TEST(Bf16TileGemm, RoundsToNearestEvenAndEmptySums) {
+TEST(TileGemm, RoundsToNearestEvenAndEmptySums) {
   SKIP_WITHOUT_BF16_TILES();
   // 1 + 2^-8 (a tie between 1 and 1 + 2^-7) rounds to 1; 1 + 3 * 2^-8 to 1 + 2^-6.
   const float x[2] = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f};
@@ -150,8 +152,43 @@ TEST(Bf16TileGemm, RoundsToNearestEvenAndEmptySums) {
   EXPECT_EQ(c[2], 0.0f);
 }
 
-TEST(Bf16TileGemm, UnavailableEntriesThrow) {
+TEST(TileGemm, UnavailableEntriesThrow) {
   if (tile::available()) GTEST_SKIP() << "built with AVX512-BF16";
   float c = 0;
-  EXPECT_THROW(tile::gemm({nullptr, 0, 2}, {nullptr, 16}, 1, 1, 1, 1.0f, false, &c, 1), mantissa::Error);
+  EXPECT_THROW(tile::gemm(tile::PairRows{nullptr, 0, 2}, tile::PackedB{nullptr, 16}, 1, 1, 1, 1.0f, false, &c, 1), mantissa::Error);
+}
+
+TEST(TileGemm, Fp32FormsAndTransposeMatchFloat64) {
+  // The fp32 form: A at any strides (row-major, and a transposed view), B's rows in place (no
+  // padding: its last vector masked), and transpose at widths that are not whole vectors.
+  SKIP_WITHOUT_BF16_TILES();
+  std::mt19937 gen(5);
+  std::normal_distribution<float> d;
+  for (auto [M, N, K] : {std::array<int64_t, 3>{64, 150, 32}, {7, 33, 31}, {13, 5, 1}, {5, 17, 300}, {130, 64, 65}}) {
+    std::vector<float> x(size_t(M * K)), y(size_t(K * (N + 3)));
+    for (auto& v : x) v = d(gen);
+    for (auto& v : y) v = d(gen);
+    // A = X [M, K] row-major; A' = (X^T)^T read through the transposed copy with strides {1, M}.
+    std::vector<float> xt(size_t(K * M), -1.0f);
+    tile::transpose(x.data(), K, M, K, xt.data(), M);
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t k = 0; k < K; ++k) ASSERT_EQ(xt[size_t(k * M + i)], x[size_t(i * K + k)]);
+    std::vector<double> want(size_t(M * N)), mag(size_t(M * N));
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j)
+        for (int64_t k = 0; k < K; ++k) {
+          const double p = double(x[size_t(i * K + k)]) * double(y[size_t(k * (N + 3) + j)]);
+          want[size_t(i * N + j)] += 2.0 * p;
+          mag[size_t(i * N + j)] += 2.0 * std::fabs(p);
+        }
+    std::vector<float> c(size_t(M * N)), ct(size_t(M * N), 1.0f);
+    tile::gemm(tile::StridedA{x.data(), K, 1}, tile::RowsB{y.data(), N + 3}, M, N, K, 2.0f, false, c.data(), N);
+    tile::gemm(tile::StridedA{xt.data(), 1, M}, tile::RowsB{y.data(), N + 3}, M, N, K, 2.0f, true, ct.data(), N);
+    expect_product(c, want, mag, K, "fp32 row-major A");
+    for (size_t i = 0; i < want.size(); ++i) {  // c held 1: its rounding too
+      want[i] += 1.0;
+      mag[i] += 1.0;
+    }
+    expect_product(ct, want, mag, K, "fp32 transposed A, accumulated");
+  }
 }
