@@ -180,10 +180,9 @@ TEST(Attention, MatchesCompositeAcrossTiles) {
 
 // bf16 attention (bf16 dot products on a CPU with AVX512-BF16: core/cpu/bf16_tile_gemm.h)
 // against the float64 attention of the same bf16 values: output and gradients within the
-// bf16 roundings of P, dS and the results (0.2-0.5 % of the largest value here). Odd head widths and key counts (the last k-pair
-// half empty), queries != keys, a key count over 256 (two passes over k in P V), tiles of 64
-// queries with a partial last one, boolean and additive masks, causal, and dropout (the same
-// seed draws the same mask in both dtypes).
+// bf16 roundings of P, dS and the results (0.2-0.5 % of the largest value here). Odd head widths and key counts (the
+// last k-pair half empty), queries != keys, a key count over 256 (two passes over k in P V), tiles of 64 queries with a
+// partial last one, boolean and additive masks, causal, and dropout (the same seed draws the same mask in both dtypes).
 TEST(Attention, Bf16MatchesFloat64OfTheSameValues) {
   struct Case {
     int64_t B, H, L, S, E, Ev;
@@ -216,8 +215,7 @@ TEST(Attention, Bf16MatchesFloat64OfTheSameValues) {
     EXPECT_LT(max_abs_diff(y, y64), 1e-2 * max_abs(y64)) << what;
     for (size_t i = 0; i < 3; ++i) {
       ASSERT_EQ(bf[i].grad().dtype(), mt::kBFloat16);
-      EXPECT_LT(max_abs_diff(bf[i].grad(), wide[i].grad()), 1e-2 * max_abs(wide[i].grad()))
-          << what << " input " << i;
+      EXPECT_LT(max_abs_diff(bf[i].grad(), wide[i].grad()), 1e-2 * max_abs(wide[i].grad())) << what << " input " << i;
     }
   }
 }

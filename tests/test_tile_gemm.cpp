@@ -4,9 +4,9 @@
 // accumulation; an odd bf16 K never reads the values past the last k (NaN there stays out).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
-#include <array>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -58,7 +58,8 @@ TEST(TileGemm, PlainAAndTransposedPackedBMatchFloat64) {
   SKIP_WITHOUT_BF16_TILES();
   // C = alpha A X^T (A [M, K] row-major, X [N, K] rows along k): attention's Q K^T and dO V^T.
   std::mt19937 gen(3);
-  for (auto [M, N, K] : {std::array<int64_t, 3>{64, 150, 32}, {7, 33, 31}, {13, 64, 1}, {5, 17, 300}, {12, 48, 128}, {9, 40, 70}}) {
+  for (auto [M, N, K] :
+       {std::array<int64_t, 3>{64, 150, 32}, {7, 33, 31}, {13, 64, 1}, {5, 17, 300}, {12, 48, 128}, {9, 40, 70}}) {
     // A read in place (its rows NaN past K: an odd K's last pair reads one); X's rows NaN past K
     // too, 4-byte aligned for an even K (16 x 16 register transposes of its words) and not for
     // an odd one (gathers).
@@ -155,7 +156,8 @@ TEST(TileGemm, RoundsToNearestEvenAndEmptySums) {
 TEST(TileGemm, UnavailableEntriesThrow) {
   if (tile::available()) GTEST_SKIP() << "built with AVX512-BF16";
   float c = 0;
-  EXPECT_THROW(tile::gemm(tile::PairRows{nullptr, 0, 2}, tile::PackedB{nullptr, 16}, 1, 1, 1, 1.0f, false, &c, 1), mantissa::Error);
+  EXPECT_THROW(tile::gemm(tile::PairRows{nullptr, 0, 2}, tile::PackedB{nullptr, 16}, 1, 1, 1, 1.0f, false, &c, 1),
+               mantissa::Error);
 }
 
 TEST(TileGemm, Fp32FormsAndTransposeMatchFloat64) {

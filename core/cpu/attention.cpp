@@ -19,8 +19,8 @@
 #include <limits>
 #include <vector>
 
-#include "core/cpu/tile_gemm.h"
 #include "core/cpu/loops.h"
+#include "core/cpu/tile_gemm.h"
 #include "core/cpu/vec_math.h"
 #include "core/nn_kernels.h"
 #include "core/nn_math.h"
@@ -377,8 +377,8 @@ void forward_bf16(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
       const int64_t nk = prob.keys_for(i0 + rows);
       scores.resize(size_t(rows * nk));
       obuf.resize(size_t(rows * Ev));
-      tile::gemm(bf16_rows(Q + (p * L + i0) * E, rows, E, qbuf), kt, rows, nk, E, float(g.scale), false,
-                 scores.data(), nk);
+      tile::gemm(bf16_rows(Q + (p * L + i0) * E, rows, E, qbuf), kt, rows, nk, E, float(g.scale), false, scores.data(),
+                 nk);
       prob.softmax_rows(scores.data(), i0, rows, nk, nullptr, LSE + p * L + i0);
       prob.drop(scores.data(), i0, rows, nk);
       tile::gemm(rounded_rows(scores.data(), rows, nk, pbuf), vp, rows, Ev, nk, 1.0f, false, obuf.data(), Ev);

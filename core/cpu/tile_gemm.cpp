@@ -30,7 +30,10 @@ constexpr int64_t kStepBlock = 64;
 // products or FMAs in flight to cover their latency at two a cycle, with B's V vectors and a
 // broadcast of A in the remaining registers.
 template <int V>
-constexpr int kRows = V == 4 ? 4 : V == 3 ? 5 : V == 2 ? 8 : 12;
+constexpr int kRows = V == 4   ? 4
+                      : V == 3 ? 5
+                      : V == 2 ? 8
+                               : 12;
 
 // The element types of each form: bf16 reads A's pairs as 32-bit words from 16-bit elements and
 // B as packed words; fp32 reads both as floats.
@@ -99,8 +102,8 @@ void block(const typename Form<Fp32>::A* a, int64_t a_row, int64_t a_step, const
     for (int v = 0; v < V; ++v) {
       float* pc = c + r * ldc + 16 * v;
       const __mmask16 m = v == V - 1 ? last : __mmask16(0xFFFF);
-      const __m512 sum = load_c ? _mm512_fmadd_ps(acc[r][v], scale, _mm512_maskz_loadu_ps(m, pc))
-                                : _mm512_mul_ps(acc[r][v], scale);
+      const __m512 sum =
+          load_c ? _mm512_fmadd_ps(acc[r][v], scale, _mm512_maskz_loadu_ps(m, pc)) : _mm512_mul_ps(acc[r][v], scale);
       _mm512_mask_storeu_ps(pc, m, sum);
     }
 }
@@ -195,8 +198,7 @@ void transpose_words(const T* x, int64_t ld, const float* x32, int64_t ld32, int
 
 }  // namespace
 
-void gemm(PairRows a, PackedB b, int64_t M, int64_t N, int64_t K, float alpha, bool accumulate, float* c,
-          int64_t ldc) {
+void gemm(PairRows a, PackedB b, int64_t M, int64_t N, int64_t K, float alpha, bool accumulate, float* c, int64_t ldc) {
   run<false>(a.p, a.row, a.pair, b.w, b.ld, M, N, K, alpha, accumulate, c, ldc);
 }
 
@@ -222,10 +224,10 @@ void pack_transposed(const uint16_t* x, int64_t ld, int64_t N, int64_t K, uint32
       continue;
     }
     const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512i at = _mm512_add_epi32(_mm512_mullo_epi32(lanes, _mm512_set1_epi32(int32_t(ld))),
-                                        _mm512_set1_epi32(int32_t(K - 2)));
-    const __m512i w = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), first_lanes(N - j0), at,
-                                                  x + std::min(j0, N) * ld, 2);
+    const __m512i at =
+        _mm512_add_epi32(_mm512_mullo_epi32(lanes, _mm512_set1_epi32(int32_t(ld))), _mm512_set1_epi32(int32_t(K - 2)));
+    const __m512i w =
+        _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), first_lanes(N - j0), at, x + std::min(j0, N) * ld, 2);
     _mm512_mask_storeu_epi32(out + j0, first_lanes(dld - j0), _mm512_srli_epi32(w, 16));
   }
 }
@@ -286,9 +288,7 @@ namespace {
 }  // namespace
 
 void gemm(PairRows, PackedB, int64_t, int64_t, int64_t, float, bool, float*, int64_t) { unavailable("gemm"); }
-void pack_transposed(const uint16_t*, int64_t, int64_t, int64_t, uint32_t*, int64_t) {
-  unavailable("pack_transposed");
-}
+void pack_transposed(const uint16_t*, int64_t, int64_t, int64_t, uint32_t*, int64_t) { unavailable("pack_transposed"); }
 void pack_rows(const uint16_t*, int64_t, int64_t, int64_t, uint32_t*, int64_t) { unavailable("pack_rows"); }
 void pack_rows(const float*, int64_t, int64_t, int64_t, uint32_t*, int64_t) { unavailable("pack_rows"); }
 void round_rows(const float*, int64_t, int64_t, int64_t, uint16_t*, int64_t) { unavailable("round_rows"); }
