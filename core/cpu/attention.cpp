@@ -175,6 +175,20 @@ struct Problem {
   }
 };
 
+// dS = P * (dP - rowsum(P * dP)) for a tile's rows [rows, nk]: the softmax backward, in place in dP.
+template <typename A>
+void softmax_backward_rows(const A* p, A* dp, int64_t rows, int64_t nk) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const A* pr = p + r * nk;
+    A* dpr = dp + r * nk;
+    A d = 0;
+#pragma omp simd reduction(+ : d)
+    for (int64_t j = 0; j < nk; ++j) d += pr[j] * dpr[j];
+#pragma omp simd
+    for (int64_t j = 0; j < nk; ++j) dpr[j] = pr[j] * (dpr[j] - d);
+  }
+}
+
 template <typename A>
 const A* mask_data(const Tensor& mask) {
   return mask.defined() ? static_cast<const A*>(mask.raw_data()) : nullptr;
@@ -280,16 +294,7 @@ void backward_typed(const Tensor& gout, const Tensor& q, const Tensor& k, const 
           }
           product(pv, 1, nk, got, Ev, nk, Ev, rows, A(1), true, dv.data(), Ev);
         }
-        // dS = P * (dP - rowsum(P * dP)): the softmax backward, in place in dP.
-        for (int64_t r = 0; r < rows; ++r) {
-          const A* pr = pbuf.data() + r * nk;
-          A* dpr = dpbuf.data() + r * nk;
-          A d = 0;
-#pragma omp simd reduction(+ : d)
-          for (int64_t j = 0; j < nk; ++j) d += pr[j] * dpr[j];
-#pragma omp simd
-          for (int64_t j = 0; j < nk; ++j) dpr[j] = pr[j] * (dpr[j] - d);
-        }
+        softmax_backward_rows(pbuf.data(), dpbuf.data(), rows, nk);
         if (GQ) {  // dQ = scale dS K
           dqbuf.resize(size_t(rows * E));
           product(dpbuf.data(), nk, 1, kp, E, rows, E, nk, A(g.scale), false, dqbuf.data(), E);
@@ -441,16 +446,7 @@ void backward_bf16(const Tensor& gout, const Tensor& q, const Tensor& k, const T
           tile::gemm(rounded_transposed(pv, rows, nk, pw), packed_rows(got, rows, Ev, dow), nk, Ev, rows, 1.0f, true,
                      dv.data(), Ev);
         }
-        // dS = P * (dP - rowsum(P * dP)): the softmax backward, in place in dP.
-        for (int64_t r = 0; r < rows; ++r) {
-          const float* pr = pbuf.data() + r * nk;
-          float* dpr = dpbuf.data() + r * nk;
-          float d = 0;
-#pragma omp simd reduction(+ : d)
-          for (int64_t j = 0; j < nk; ++j) d += pr[j] * dpr[j];
-#pragma omp simd
-          for (int64_t j = 0; j < nk; ++j) dpr[j] = pr[j] * (dpr[j] - d);
-        }
+        softmax_backward_rows(pbuf.data(), dpbuf.data(), rows, nk);
         if (GQ) {
           dqbuf.resize(size_t(rows * E));
           tile::gemm(rounded_rows(dpbuf.data(), rows, nk, dsbuf), kr, rows, E, nk, float(g.scale), false, dqbuf.data(),
