@@ -2,13 +2,13 @@
 //
 // Attention is computed one (problem, query tile) at a time: a tile of kTileRows queries
 // against every visible key, so the scratch per thread is kTileRows x S scores, never the
-// whole L x S matrix. The two GEMMs of a tile run through Eigen in the accumulation type
-// (fp32 for fp16/bf16, as tensor cores do); fp16/bf16 operands are widened once per problem.
-// Backward recomputes each tile's probabilities from the stored log-sum-exp (as flash
-// attention does) and accumulates dK and dV of a problem in fp32.
-// bf16 on a CPU with AVX512-BF16 multiplies its tiles by bf16 dot products instead
-// (tile_gemm.h): P and dS enter their products rounded to bf16, as the forward's P always
-// did and as tensor cores take them; sums stay fp32.
+// whole L x S matrix. A tile's products accumulate in fp32 (fp64 for fp64), as tensor cores
+// do. Backward recomputes each tile's probabilities from the stored log-sum-exp (as flash
+// attention does) and accumulates dK and dV of a problem in fp32. Where the build targets
+// AVX512-BF16 the products run on tile_gemm.h: bf16 by bf16 dot products (forward_bf16,
+// backward_bf16: P and dS enter their products rounded to bf16, as the forward's P always did
+// and as tensor cores take them), fp32 and fp16 (widened once per problem) by FMA blocks
+// (`product`); elsewhere, and for fp64, by Eigen.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // Eigen's AVX-512 GEMM, as in matmul.cpp
 #endif
