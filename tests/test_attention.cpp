@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <mantissa.h>
 
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -217,6 +218,45 @@ TEST(Attention, Bf16MatchesFloat64OfTheSameValues) {
       ASSERT_EQ(bf[i].grad().dtype(), mt::kBFloat16);
       EXPECT_LT(max_abs_diff(bf[i].grad(), wide[i].grad()), 1e-2 * max_abs(wide[i].grad())) << what << " input " << i;
     }
+  }
+}
+
+// Empty dimensions (no queries, no keys, zero-width heads, zero-width values) and a NaN key
+// through the fp32 and bf16 tile paths: the float64 attention's values (no keys: zeros;
+// zero-width heads: uniform weights), finite gradients of the right shapes, the NaN only in the
+// rows that see it.
+TEST(Attention, EmptyDimensionsAndNaNOnTheTilePaths) {
+  mt::manual_seed(23);
+  for (mt::DType dt : {mt::kFloat32, mt::kBFloat16}) {
+    for (auto [L, S, E, Ev] : {std::array<int64_t, 4>{0, 5, 4, 4}, {3, 0, 4, 4}, {3, 5, 0, 4}, {3, 5, 4, 0}}) {
+      const std::string what = std::string(mt::dtype_name(dt)) + " L " + std::to_string(L) + " S " + std::to_string(S) +
+                               " E " + std::to_string(E) + " Ev " + std::to_string(Ev);
+      Inputs in{randn({2, L, E}, dt), randn({2, S, E}, dt), randn({2, S, Ev}, dt)};
+      for (bool causal : {false, true}) {
+        mt::Tensor y = mt::scaled_dot_product_attention(in[0], in[1], in[2], {.is_causal = causal});
+        ASSERT_EQ(y.sizes(), (mt::Shape{2, L, Ev})) << what;
+        Inputs wide;
+        for (const auto& t : in) wide.push_back(t.detach().to(mt::kFloat64));
+        mt::Tensor y64 = mt::scaled_dot_product_attention(wide[0], wide[1], wide[2], {.is_causal = causal});
+        if (y.numel() > 0) EXPECT_LT(max_abs_diff(y, y64), 1e-2 * (max_abs(y64) + 1)) << what;
+        y.sum().backward();
+        for (size_t i = 0; i < 3; ++i) {
+          ASSERT_TRUE(in[i].grad().defined()) << what;
+          EXPECT_EQ(in[i].grad().sizes(), in[i].sizes()) << what;
+          for (double g : in[i].grad().to_vector<double>()) EXPECT_TRUE(std::isfinite(g)) << what;
+          in[i].set_grad({});
+        }
+      }
+    }
+    // A NaN in key 5 of problem 0 reaches exactly the causal rows that see it (i >= 5; the
+    // earlier rows mask it to -inf, as masked_fill does), across the first two query tiles.
+    mt::Tensor k = randn({2, 70, 32}, mt::kFloat32, false), qv = randn({2, 70, 32}, dt, false);
+    k.index_put_({0, 5, 0}, std::nan(""));
+    mt::Tensor y = mt::scaled_dot_product_attention(qv, k.to(dt), qv, {.is_causal = true});
+    const std::vector<double> v = y.to_vector<double>();
+    for (int64_t i = 0; i < 2 * 70; ++i)
+      for (int64_t e = 0; e < 32; ++e)
+        EXPECT_EQ(std::isnan(v[size_t(i * 32 + e)]), i >= 5 && i < 70) << mt::dtype_name(dt) << " row " << i;
   }
 }
 
