@@ -258,7 +258,7 @@ void backward_typed(const Tensor& gout, const Tensor& q, const Tensor& k, const 
   // One task per problem: its dK and dV sum over every query tile.
 #pragma omp parallel
   {
-    std::vector<A> kbuf, ktbuf, vbuf, vtbuf, qbuf, gobuf, pbuf, dpbuf, dqbuf, dk, dv;
+    std::vector<A> kbuf, ktbuf, vbuf, vtbuf, qbuf, gobuf, pbuf, pd, dpbuf, dqbuf, dk, dv;  // pd: dropout(P)
 #pragma omp for schedule(static)
     for (int64_t p = 0; p < G; ++p) {
       const A* kp = widened<A>(K + p * S * E, S, E, kbuf);
@@ -285,10 +285,9 @@ void backward_typed(const Tensor& gout, const Tensor& q, const Tensor& k, const 
         product(got, Ev, 1, vt, transposed_ld<A>(S), rows, nk, Ev, A(1), false, dpbuf.data(), nk);
         prob.drop(dpbuf.data(), i0, rows, nk);
         if (GV) {  // dV += dropout(P)^T dO
-          std::vector<A> pd;
           const A* pv = pbuf.data();
           if (g.dropout_p > 0) {
-            pd = pbuf;
+            pd.assign(pbuf.begin(), pbuf.end());
             prob.drop(pd.data(), i0, rows, nk);
             pv = pd.data();
           }
@@ -412,7 +411,7 @@ void backward_bf16(const Tensor& gout, const Tensor& q, const Tensor& k, const T
   {
     std::vector<uint32_t> ktbuf, vtbuf, kbuf, pw, dow, qw, dsw;
     std::vector<uint16_t> qbuf, gobuf, dsbuf;
-    std::vector<float> pbuf, dpbuf, dqbuf, dk, dv;
+    std::vector<float> pbuf, pd, dpbuf, dqbuf, dk, dv;  // pd: dropout(P)
 #pragma omp for schedule(static)
     for (int64_t p = 0; p < G; ++p) {
       const tile::PackedB kt = packed_transposed(K + p * S * E, S, E, ktbuf);
@@ -436,10 +435,9 @@ void backward_bf16(const Tensor& gout, const Tensor& q, const Tensor& k, const T
         tile::gemm(bf16_rows(got, rows, Ev, gobuf), vt, rows, nk, Ev, 1.0f, false, dpbuf.data(), nk);
         prob.drop(dpbuf.data(), i0, rows, nk);
         if (GV) {
-          std::vector<float> pd;
           const float* pv = pbuf.data();
           if (g.dropout_p > 0) {
-            pd = pbuf;
+            pd.assign(pbuf.begin(), pbuf.end());
             prob.drop(pd.data(), i0, rows, nk);
             pv = pd.data();
           }

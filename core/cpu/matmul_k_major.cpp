@@ -23,6 +23,7 @@
 
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
+#include "core/cpu/tile_gemm.h"
 
 #if defined(__AVX512BF16__)
 #include <immintrin.h>
@@ -55,41 +56,19 @@ inline __m512i interleaved_rows(const uint16_t* row, int64_t k_stride, bool seco
   return _mm512_permutex2var_epi16(_mm512_castsi256_si512(r0), order, _mm512_castsi256_si512(r1));
 }
 
-// out[s * width + c] = the 32-bit word at element c * c_stride + s * per_step of p (elements of
-// Scale bytes), for c < C (zero past it) and s < steps, gathered 16 columns at a time: the packing
-// of an operand whose steps along k are adjacent in memory (a transposed view).
-template <int Scale>
-void gather_words(const void* p, int64_t c_stride, int64_t per_step, int64_t steps, int64_t C, int64_t width,
-                  uint32_t* out) {
-  const __m512i lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-  for (int64_t c = 0; c < C; c += kLanes) {
-    const __mmask16 mask = __mmask16((1u << std::min(kLanes, C - c)) - 1);
-    const __m512i first = _mm512_mullo_epi32(_mm512_add_epi32(lanes, _mm512_set1_epi32(int32_t(c))),
-                                             _mm512_set1_epi32(int32_t(c_stride)));
-    for (int64_t s = 0; s < steps; ++s) {
-      const __m512i at = _mm512_add_epi32(first, _mm512_set1_epi32(int32_t(s * per_step)));
-      _mm512_storeu_si512(out + s * width + c, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mask, at, p, Scale));
-    }
-  }
-}
-
-// packed[pair * width + c] = Z(2 pair, c) | Z(2 pair + 1, c) << 16, zero past K and C. Rows of Z
-// contiguous along c: two rows interleaved by vectors; columns contiguous along k (each pair a
-// 32-bit word): gathered 16 columns at a time; otherwise element by element.
+// packed[pair * width + c] = Z(2 pair, c) | Z(2 pair + 1, c) << 16, zero past K and C: by the
+// tile GEMMs' packings (tile_gemm.h) where width is whole vectors, rows of Z contiguous along c
+// (two rows interleaved) or columns contiguous along k (their 32-bit words transposed);
+// otherwise element by element.
 void pack(const Operand2<uint16_t>& z, int64_t K, int64_t C, int64_t width, std::vector<uint32_t>& packed) {
   const int64_t pairs = (K + 1) / 2;
   packed.assign(size_t(pairs * width), 0);
   if (width % kLanes == 0 && z.c_stride == 1) {
-    for (int64_t p = 0; p < pairs; ++p)
-      for (int64_t c = 0; c < C; c += kLanes) {
-        const __mmask16 mask = __mmask16((1u << std::min(kLanes, C - c)) - 1);
-        const __m512i v = interleaved_rows(z.p + 2 * p * z.k_stride + c, z.k_stride, 2 * p + 1 < K, mask);
-        _mm512_storeu_si512(packed.data() + p * width + c, v);
-      }
+    tile::pack_rows(z.p, z.k_stride, K, C, packed.data(), width);
     return;
   }
-  if (width % kLanes == 0 && z.k_stride == 1 && K % 2 == 0 && C * z.c_stride + K < (int64_t(1) << 31)) {
-    gather_words<2>(z.p, z.c_stride, 2, pairs, C, width, packed.data());
+  if (width % kLanes == 0 && z.k_stride == 1 && kLanes * z.c_stride + K < (int64_t(1) << 31)) {
+    tile::pack_transposed(z.p, z.c_stride, C, K, packed.data(), width);
     return;
   }
   for (int64_t p = 0; p < pairs; ++p)
@@ -101,7 +80,7 @@ void pack(const Operand2<uint16_t>& z, int64_t K, int64_t C, int64_t width, std:
 }
 
 // packed[k * width + c] = Z(k, c)'s bits (fp32: no pairs), zero past C. Rows contiguous along c
-// by vectors; columns contiguous along k gathered 16 at a time; otherwise element by element.
+// by vectors; columns contiguous along k by tile::transpose; otherwise element by element.
 void pack(const Operand2<float>& z, int64_t K, int64_t C, int64_t width, std::vector<uint32_t>& packed) {
   packed.assign(size_t(K * width), 0);
   float* out = reinterpret_cast<float*>(packed.data());
@@ -113,8 +92,8 @@ void pack(const Operand2<float>& z, int64_t K, int64_t C, int64_t width, std::ve
       }
     return;
   }
-  if (width % kLanes == 0 && z.k_stride == 1 && C * z.c_stride + K < (int64_t(1) << 31)) {
-    gather_words<4>(z.p, z.c_stride, 1, K, C, width, packed.data());
+  if (width % kLanes == 0 && z.k_stride == 1 && kLanes * z.c_stride + K < (int64_t(1) << 31)) {
+    tile::transpose(z.p, z.c_stride, C, K, out, width);
     return;
   }
   for (int64_t k = 0; k < K; ++k)
