@@ -262,6 +262,35 @@ TEST(Attention, EmptyDimensionsAndNaNOnTheTilePaths) {
   }
 }
 
+// 0-dim, 1-D and integer inputs are errors naming the op; transposed (non-contiguous) q, k, v
+// give the results of their contiguous copies on the fp32 and bf16 tile paths.
+TEST(Attention, ZeroDimIntegerAndNonContiguousInputs) {
+  auto expect_error = [](auto fn, const std::string& needle) {
+    try {
+      fn();
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const mt::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("scaled_dot_product_attention"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  const mt::Tensor scalar = mt::randn({}), vec = mt::randn({4}), ints = mt::ones({2, 3, 4}, {.dtype = mt::kInt64});
+  expect_error([&] { mt::scaled_dot_product_attention(scalar, scalar, scalar); }, "rank >= 2");
+  expect_error([&] { mt::scaled_dot_product_attention(vec, vec, vec); }, "rank >= 2");
+  expect_error([&] { mt::scaled_dot_product_attention(ints, ints, ints); }, "floating dtype");
+  mt::manual_seed(29);
+  for (mt::DType dt : {mt::kFloat32, mt::kBFloat16}) {
+    const mt::Tensor q = randn({2, 32, 70}, dt, false).transpose(1, 2),
+                     k = randn({2, 32, 70}, dt, false).transpose(1, 2);
+    const mt::Tensor v = randn({2, 16, 70}, dt, false).transpose(1, 2);
+    ASSERT_FALSE(q.is_contiguous());
+    const mt::Tensor y = mt::scaled_dot_product_attention(q, k, v, {.is_causal = true});
+    const mt::Tensor yc =
+        mt::scaled_dot_product_attention(q.contiguous(), k.contiguous(), v.contiguous(), {.is_causal = true});
+    EXPECT_EQ(max_abs_diff(y, yc), 0.0) << mt::dtype_name(dt);
+  }
+}
+
 TEST(Attention, FullyMaskedRowsGiveZerosNotNaN) {
   mt::Tensor q = randn({1, 3, 4}), k = randn({1, 3, 4}), v = randn({1, 3, 4});
   mt::Tensor mask = mt::tensor({1, 1, 1, 0, 0, 0, 1, 0, 1}, {3, 3}) != 0.0;  // query 1 sees nothing
