@@ -46,7 +46,8 @@ struct Scores {
 
 // Forward of query i of problem p from its dot products with the keys, dots[0, S): stores
 // dropout(P)[j] through store(j, value) for every j < S (0 for keys it does not see) and
-// returns the row's log-sum-exp (-inf when every key is masked).
+// returns the row's log-sum-exp (-inf when every key is masked, NaN when the visible scores are
+// NaN and -inf).
 template <typename Store, typename MaxAll, typename SumAll>
 MT_HOST_DEVICE float forward_row(const Scores<float>& a, int64_t p, int64_t i, const float* dots, int lane, int width,
                                  Store store, MaxAll max_all, SumAll sum_all) {
@@ -57,14 +58,15 @@ MT_HOST_DEVICE float forward_row(const Scores<float>& a, int64_t p, int64_t i, c
     m = s > m ? s : m;  // a NaN never replaces the running max; it reaches the sum below
   }
   m = max_all(m);
+  // With m = -inf every score is -inf or NaN (a NaN query): l sums 0 for a fully masked row and
+  // NaN otherwise, and the log-sum-exp is then NaN, as is every probability (PyTorch's softmax).
   float l = 0;
-  if (m != -INFINITY)
-    for (int64_t j = lane; j < nk; j += width) {
-      const float s = a.masked(p, i, j, dots[j]);
-      if (s != -INFINITY) l += std::exp(s - m);
-    }
+  for (int64_t j = lane; j < nk; j += width) {
+    const float s = a.masked(p, i, j, dots[j]);
+    if (s != -INFINITY) l += m == -INFINITY ? s : std::exp(s - m);
+  }
   l = sum_all(l);
-  const float lse = m == -INFINITY ? -INFINITY : m + std::log(l);
+  const float lse = m == -INFINITY && l == 0 ? -INFINITY : m + std::log(l);
   for (int64_t j = lane; j < a.S; j += width)
     store(j, j < nk ? a.prob(a.masked(p, i, j, dots[j]), lse) * a.drop(p, i, j) : 0.0f);
   return lse;

@@ -48,15 +48,17 @@ __global__ void attention_forward_kernel(Attn<acc_t<T>> a, const T* q, const T* 
   for (int64_t j = threadIdx.x; j < nk; j += blockDim.x) {
     const A s = score(a, p, i, j, qs, kp + j * a.E);
     if (s > m) {
-      l = (m == -INFINITY ? A(0) : l * exp(m - s)) + 1;
+      l = (m == -INFINITY ? l : l * exp(m - s)) + 1;  // l is 0 (or NaN) while m = -inf
       m = s;
     } else if (s != -INFINITY) {
       l += exp(s - m);
     }
   }
+  // A thread with m = -inf saw only -inf and NaN: its l is 0, or NaN after a NaN. With M = -inf
+  // (a NaN query) the sum is NaN unless every key is masked, and so the log-sum-exp and P are.
   const A M = block_allreduce(MaxValueOp<A>{}, m);
-  const A sum = nn::block_sum(M == -INFINITY || m == -INFINITY ? A(0) : l * exp(m - M));
-  const A row_lse = M == -INFINITY ? A(-INFINITY) : M + log(sum);
+  const A sum = nn::block_sum(m == -INFINITY ? l : l * exp(m - M));
+  const A row_lse = M == -INFINITY && sum == A(0) ? A(-INFINITY) : M + log(sum);
   if (threadIdx.x == 0) lse[row] = row_lse;
   // Pass 2: out = dropout(P) v, a tile of keys at a time.
   A acc[kMaxPerThread] = {};

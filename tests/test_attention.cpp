@@ -303,6 +303,65 @@ TEST(Attention, FullyMaskedRowsGiveZerosNotNaN) {
   EXPECT_GT(max_abs(y.select(1, 0)), 0.0);
 }
 
+// A NaN query makes every score of its row NaN. The running max skips NaN, so the row had
+// looked fully masked and given zeros; as PyTorch, its output is NaN and so are the gradients
+// that go through its probabilities, while a fully masked row in the same call stays 0 and every
+// other row stays finite. Tile paths (fp32, bf16), the widened fp16 path and float64; causal and
+// with a boolean mask.
+TEST(Attention, NaNQueryGivesANaNRowNotZeros) {
+  mt::manual_seed(31);
+  const int64_t L = 70, D = 16;              // two query tiles
+  auto rows_nan = [](const mt::Tensor& t) {  // [L, D] -> per row: all NaN (1), all finite (0), else -1
+    std::vector<int> r;
+    const std::vector<double> v = t.to_vector<double>();
+    const size_t w = size_t(t.size(1));
+    for (size_t i = 0; i < v.size() / w; ++i) {
+      size_t n = 0, f = 0;
+      for (size_t e = 0; e < w; ++e) {
+        n += std::isnan(v[i * w + e]) ? 1 : 0;
+        f += std::isfinite(v[i * w + e]) ? 1 : 0;
+      }
+      r.push_back(n == w ? 1 : f == w ? 0 : -1);
+    }
+    return r;
+  };
+  for (mt::DType dt : {mt::kFloat64, mt::kFloat32, mt::kBFloat16, mt::kHalf})
+    for (bool causal : {true, false}) {
+      const std::string what = std::string(mt::dtype_name(dt)) + (causal ? " causal" : " masked");
+      mt::Tensor q0 = randn({1, 2, L, D}, mt::kFloat32, false);
+      q0.index_put_({0, 0, 3, 7}, std::nan(""));  // one NaN element: every score of query 3 is NaN
+      Inputs in{q0.to(dt).requires_grad_(), randn({1, 2, L, D}, dt), randn({1, 2, L, D}, dt)};
+      mt::Tensor mask = mt::ones({L, L}).to(mt::kBool);
+      mask.index_put_({5}, 0.0);  // query 5 sees nothing
+      mt::Tensor y = causal ? mt::scaled_dot_product_attention(in[0], in[1], in[2], {.is_causal = true})
+                            : mt::scaled_dot_product_attention(in[0], in[1], in[2], {.attn_mask = mask});
+      y.sum().backward();
+      for (int64_t h = 0; h < 2; ++h) {
+        const std::vector<int> yr = rows_nan(y.select(1, h).select(0, 0));
+        const std::vector<int> gq = rows_nan(in[0].grad().select(1, h).select(0, 0));
+        const std::vector<int> gk = rows_nan(in[1].grad().select(1, h).select(0, 0));
+        const std::vector<int> gv = rows_nan(in[2].grad().select(1, h).select(0, 0));
+        for (int64_t i = 0; i < L; ++i) {
+          const std::string at = what + " head " + std::to_string(h) + " row " + std::to_string(i);
+          const bool nan_row = h == 0 && i == 3;
+          EXPECT_EQ(yr[size_t(i)], nan_row ? 1 : 0) << at;
+          EXPECT_EQ(gq[size_t(i)], nan_row ? 1 : 0) << at;
+          // Key i's gradients: NaN where query 3 sees key i (P and dS of row 3 are NaN there),
+          // finite in the other head; dV is also finite for the keys a causal query 3 does not
+          // see (dK there takes 0 times the NaN query in the tile products: either).
+          const bool seen = h == 0 && (!causal || i <= 3);
+          EXPECT_EQ(gv[size_t(i)], seen ? 1 : 0) << at;
+          if (seen || h == 1) {
+            EXPECT_EQ(gk[size_t(i)], seen ? 1 : 0) << at;
+          }
+        }
+        if (!causal) {
+          EXPECT_EQ(max_abs(y.select(1, h).select(0, 0).select(0, 5)), 0.0) << what;  // fully masked
+        }
+      }
+    }
+}
+
 TEST(Attention, AutocastBackwardMatchesFp32) {
   // fp32 leaves; under autocast the op runs in fp16/bf16 with fp32 softmax statistics and the
   // gradients come back in fp32, within the lower precision's rounding of the fp32 ones.

@@ -6,6 +6,7 @@
 // of one lane) against softmax, dropout and its backward written out.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -188,7 +189,7 @@ TEST(AttentionPlan, GemmScheduleComputesAttention) {
 }
 
 // Rows with a mask broadcast over heads (one row fully masked), causal visibility with more
-// keys than queries, dropout, and a NaN score.
+// keys than queries, dropout, a NaN score and a row of NaN scores.
 TEST(AttentionPlan, RowStepsMatchAttentionWrittenOut) {
   const int64_t B = 2, H = 2, L = 5, S = 7, G = B * H;
   std::mt19937 rng(7);
@@ -207,8 +208,10 @@ TEST(AttentionPlan, RowStepsMatchAttentionWrittenOut) {
         dots[j] = float(random_vector(1, rng)[0]);
         grad_dots[j] = float(random_vector(1, rng)[0]);
       }
-      const bool nan_row = p == 2 && i == 4;
-      if (nan_row) dots[1] = NAN;
+      // One NaN score, and a row of only NaN scores (a NaN query), which must not look fully masked.
+      const bool nan_row = (p == 2 && i == 4) || (p == 1 && i == 3);
+      if (p == 2 && i == 4) dots[1] = NAN;
+      if (p == 1 && i == 3) std::fill(dots.begin(), dots.end(), NAN);
       // Written out in double.
       const int64_t b = p / H, nk = std::min(S, i + 1);
       std::vector<double> s(S, -INFINITY), P(S, 0.0), drop(S, 0.0);
@@ -239,7 +242,10 @@ TEST(AttentionPlan, RowStepsMatchAttentionWrittenOut) {
       const std::string where = "problem " + std::to_string(p) + " query " + std::to_string(i);
       if (nan_row) {
         EXPECT_TRUE(std::isnan(got_lse)) << where;
-        for (int64_t j = 0; j < nk; ++j) EXPECT_TRUE(std::isnan(pd[size_t(j)])) << where;
+        for (int64_t j = 0; j < nk; ++j) {
+          EXPECT_TRUE(std::isnan(pd[size_t(j)])) << where;
+          EXPECT_TRUE(std::isnan(ds[size_t(j)])) << where;
+        }
         continue;
       }
       if (lse == -INFINITY)

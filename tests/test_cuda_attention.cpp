@@ -52,6 +52,43 @@ struct ScoreMemory {
 
 }  // namespace
 
+// A NaN query (every score of its row NaN) gives a NaN output row and NaN gradients where its
+// probabilities reach, on both GPU paths as on the CPU: the same elements NaN, the rest close.
+TEST(CudaAttention, NaNQueryRowMatchesCpu) {
+  REQUIRE_GPU();
+  mt::manual_seed(3);
+  std::vector<mt::Tensor> qkv{mt::randn({1, 2, 70, 16}), mt::randn({1, 2, 70, 16}), mt::randn({1, 2, 70, 16})};
+  qkv[0].index_put_({0, 0, 3, 7}, std::nan(""));
+  mt::Tensor gy = mt::randn({1, 2, 70, 16});
+  auto same_nans_and_close = [](const mt::Tensor& a, const mt::Tensor& b, double tol, const std::string& what) {
+    const std::vector<double> x = a.to(mt::Device::cpu()).to_vector<double>(),
+                              y = b.to(mt::Device::cpu()).to_vector<double>();
+    size_t nans = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_EQ(std::isnan(x[i]), std::isnan(y[i])) << what << " element " << i;
+      if (std::isnan(x[i]))
+        ++nans;
+      else
+        EXPECT_NEAR(x[i], y[i], tol) << what << " element " << i;
+    }
+    EXPECT_GT(nans, 0u) << what;
+  };
+  for (int64_t budget : {mantissa::attention_plan::kRecommendedScoreMemory, int64_t(0)})
+    for (mt::DType dt : {mt::kFloat32, mt::kBFloat16})
+      for (bool causal : {false, true}) {
+        ScoreMemory scoped(budget);
+        const mt::AttentionOptions o{.is_causal = causal};
+        AttentionRun cpu = attention_on(mt::Device::cpu(), dt, qkv, gy, o, 5),
+                     gpu = attention_on(kGpu, dt, qkv, gy, o, 5);
+        const std::string what =
+            std::string(mt::dtype_name(dt)) + " budget " + std::to_string(budget) + " causal " + std::to_string(causal);
+        const double tol = dt == mt::kFloat32 ? 1e-4 : 8e-2;
+        same_nans_and_close(cpu.y, gpu.y, tol, what + " y");
+        same_nans_and_close(cpu.gq, gpu.gq, tol, what + " dq");
+        same_nans_and_close(cpu.gv, gpu.gv, tol, what + " dv");
+      }
+}
+
 TEST(CudaAttention, MatchesCpu) {
   REQUIRE_GPU();
   mt::manual_seed(1);

@@ -146,6 +146,11 @@ struct Problem {
           }
         }
         row_lse = mx == kNegInf ? kNegInf : mx + std::log(sum);
+        // The max skips NaN, so a row of only NaN and -inf (a NaN query) looks fully masked:
+        // its log-sum-exp is NaN instead, and so is every probability (as PyTorch's softmax).
+        if (mx == kNegInf)
+          for (int64_t j = 0; j < nk; ++j)
+            if (std::isnan(s[j])) row_lse = std::numeric_limits<A>::quiet_NaN();
         new_lse[r] = row_lse;
       }
       if (row_lse == kNegInf) {  // every key masked: no attention at all
@@ -160,6 +165,10 @@ struct Problem {
 #pragma omp simd
         for (int64_t j = 0; j < nk; ++j) s[j] = math::exp_shifted_acc(s[j] - row_lse);
       }
+      // A NaN row's probabilities are NaN for the keys it sees; the keys past a causal query
+      // stay unseen (0), as on the GPU, whatever tile they share with it.
+      if (g.causal && std::isnan(row_lse))
+        for (int64_t j = i + 1; j < nk; ++j) s[j] = 0;
     }
   }
 
