@@ -173,6 +173,50 @@ TEST(NormExtra, LayerNormRowGroupsGiveEachRowsOwnResult) {
       }
 }
 
+// The forward takes a row's mean and variance from sums shifted by the mean of its first 16
+// elements, one read, and the centred squares where those would cancel: rows that open with an
+// outlier far from the mean (cancellation), rows around a large offset, constant rows (variance
+// 0) and short rows, against the same values in float64 (output and the input gradient, which
+// reads the saved statistics); a NaN or inf anywhere in a row makes that row NaN and no other.
+TEST(NormExtra, LayerNormStatisticsFromOneReadMatchFloat64) {
+  mt::manual_seed(17);
+  for (int64_t n : {3, 200, 8192}) {
+    Tensor x = mt::randn({6, n});
+    x.select(0, 0).narrow(0, 0, n > 16 ? 16 : 1).add_(1e4);  // opens far from the mean: the fallback
+    x.select(0, 1).add_(64.0);             // a large offset (no larger: the mean itself rounds to fp32)
+    x.select(0, 2).fill_(3.5);             // constant: variance 0
+    x.select(0, 3).mul_(50.0).add_(-7.0);  // wide
+    x.index_put_({4, n - 1}, -3e3);        // an outlier last
+    x.select(0, 5).mul_(1e-3);             // small values
+    const Tensor w = mt::randn({n}), b = mt::randn({n}), gy = mt::randn({6, n});
+    auto run = [&](mt::DType dt) {
+      Tensor xt = x.to(dt).clone().requires_grad_();
+      Tensor y = F::layer_norm(xt, {n}, w.to(dt), b.to(dt));
+      y.backward(gy.to(dt));
+      return std::pair{y, xt.grad()};
+    };
+    const auto [y64, g64] = run(mt::kFloat64);
+    const auto [y32, g32] = run(mt::kFloat32);
+    for (int64_t r = 0; r < 6; ++r) {
+      const std::string what = "row " + std::to_string(r) + ", n " + std::to_string(n);
+      const double sy = mt::amax(mt::abs(y64.select(0, r))).item<double>();
+      const double sg = mt::amax(mt::abs(g64.select(0, r))).item<double>();
+      EXPECT_LE(max_diff(y32.select(0, r), y64.select(0, r)), 1e-5 * sy) << what;
+      EXPECT_LE(max_diff(g32.select(0, r), g64.select(0, r)), 1e-5 * (sg + 1)) << what;
+    }
+  }
+  // NaN and inf stay in their rows, in fp32 and bf16.
+  for (mt::DType dt : {mt::kFloat32, mt::kBFloat16}) {
+    Tensor x = mt::randn({4, 100});
+    x.index_put_({1, 0}, std::nan(""));
+    x.index_put_({2, 57}, INFINITY);
+    const std::vector<double> y = F::layer_norm(x.to(dt), {100}).to_vector<double>();
+    for (size_t r = 0; r < 4; ++r)
+      for (size_t i = 0; i < 100; ++i)
+        EXPECT_EQ(std::isnan(y[r * 100 + i]), r == 1 || r == 2) << mt::dtype_name(dt) << " row " << r << " " << i;
+  }
+}
+
 TEST(ChannelDropout, WholeChannelsAreDroppedAndScaled) {
   mt::manual_seed(5);
   const double p = 0.3;

@@ -1,7 +1,9 @@
 // Layer norm (rows of [M, n]) and batch norm (channels of [N, C, S]) on the CPU.
-// Statistics are two-pass (mean, then centred squares) in the accumulation type (a float row
-// in 64 partial sums, bf16/fp16 rows widened once into an fp32 buffer), with
-// per-row/per-channel partial sums added in double so long reductions stay accurate.
+// Statistics in the accumulation type: for layer norm's float rows one pass of sums shifted by
+// the mean of the row's first 16 (centred squares in a second pass where they would cancel), else two
+// passes (mean, then centred squares); a float row in 64 partial sums, bf16/fp16 rows widened
+// once into an fp32 buffer, with per-row/per-channel partial sums added in double so long
+// reductions stay accurate.
 // bf16 is read and written through its bits (load_acc/store_acc): through Eigen's struct the
 // row loops stayed scalar (a bf16 layer norm ran at a third of the fp32 one's bytes per second).
 #include <cmath>
@@ -79,22 +81,36 @@ void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps, c
             const int64_t rows = std::min(per, e - r0);
             float m[kNormRowGroup], rs[kNormRowGroup];
             const float* u[kNormRowGroup];
+            float var[kNormRowGroup];
             for (int64_t k = 0; k < rows; ++k) {
-              // The row as floats: x itself, or bf16/fp16 widened into buf while the mean is summed.
+              // The row as floats: x itself, or bf16/fp16 widened into buf in the pass that sums
+              // it. Mean and variance in one read, from sums shifted by the mean of the row's first
+              // 16 elements (near the row's mean, so the fallback below is rare).
               const T* xr = X + (r0 + k) * n;
+              float* copy = nullptr;
               if constexpr (std::is_same_v<T, float>) {
                 u[k] = xr;
-                m[k] = sum_wide(xr, n, [](auto v) { return v; }) / float(n);
               } else {
-                u[k] = buf + k * n;
-                m[k] = sum_wide(
-                           xr, n, [](auto v) { return v; }, buf + k * n) /
-                       float(n);
+                u[k] = copy = buf + k * n;
+              }
+              const int64_t head = std::min<int64_t>(n, 16);
+              float c = 0;
+              for (int64_t j = 0; j < head; ++j) c += load_float(xr, j);
+              c /= float(head);
+              const ShiftedSums sums = shifted_sums_wide(xr, n, c, copy);
+              const float d = sums.s1 / float(n), sq = sums.s2 / float(n);
+              m[k] = c + d;
+              var[k] = sq - d * d;
+              // Where the shift lies far from the mean (d^2 above half of sq, so that the variance
+              // would lose more than one bit to cancellation): the centred squares in a second pass.
+              if (d * d > 0.5f * sq) {
+                const float mk = m[k];
+                var[k] = sum_wide(u[k], n, [mk](auto a) { return (a - mk) * (a - mk); }) / float(n);
               }
             }
             for (int64_t k = 0; k < rows; ++k) {
               const float mk = m[k];
-              const float v = sum_wide(u[k], n, [mk](auto a) { return (a - mk) * (a - mk); }) / float(n);
+              const float v = var[k];
               rs[k] = math::inv_std(v, float(eps));
               Mp[r0 + k] = mk;
               Rp[r0 + k] = rs[k];
