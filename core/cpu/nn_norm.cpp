@@ -212,63 +212,82 @@ void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
       std::vector<A> pw(size_t(n), A(0)), pb(size_t(n), A(0)), ones(Wp ? 0 : size_t(n), A(1));
       std::vector<A> narrow(kUseAccBlocks<T, T, A> ? size_t(n) : 0);
       const A* wv = Wp ? Wp : ones.data();
-      for (int64_t r = s; r < e; ++r) {
-        const T* xr = X + r * n;
-        const T* gr = GY + r * n;
-        const A m = Mp[r], rs = Rp[r];
+      for (int64_t r0 = s; r0 < e; r0 += 2) {
+        // Two rows at a time: one pass for each row's sums and the weight/bias column sums
+        // (a second pass over gy and x-hat for the column sums cost a fifth of the backward),
+        // the column sums loaded and stored once for both rows (a row at a time, their
+        // read-modify-write was 2 of the pass's 5 loads and both of its stores). x-hat and g * w
+        // are recomputed below rather than stored (two stores per element), and each row's sums
+        // run in kSumLanes lanes, several vectors' worth of independent additions: `omp simd
+        // reduction` kept one accumulator, an addition's latency per vector.
+        const int rows = e - r0 >= 2 ? 2 : 1;
+        const T* xp[2] = {X + r0 * n, X + (r0 + rows - 1) * n};
+        const T* gp[2] = {GY + r0 * n, GY + (r0 + rows - 1) * n};
+        const A mp[2] = {Mp[r0], Mp[r0 + rows - 1]}, rp[2] = {Rp[r0], Rp[r0 + rows - 1]};
         A* pwp = pw.data();
         A* pbp = pb.data();
-        // One pass for the row's sums and the weight/bias column sums (a second pass over gy
-        // and x-hat for the column sums cost a fifth of the backward). x-hat and g * w are
-        // recomputed below rather than stored (two stores per element), and the row's sums run
-        // in kSumLanes lanes, several vectors' worth of independent additions: `omp simd
-        // reduction` kept one accumulator, an addition's latency per vector.
-        alignas(64) A lg[kSumLanes] = {}, lgx[kSumLanes] = {};
-        auto accumulate = [&](int64_t i0, int64_t len) {
+        alignas(64) A lg[2][kSumLanes] = {}, lgx[2][kSumLanes] = {};
+        auto accumulate = [&]<int Rows>(int64_t i0, int64_t len) {
 #pragma omp simd
           for (int64_t k = 0; k < len; ++k) {
             const int64_t i = i0 + k;
-            const A gyi = load_acc<A>(gr, i), xhi = math::normalize(load_acc<A>(xr, i), m, rs);
-            const A gi = gyi * wv[i];
-            lg[k] += gi;
-            lgx[k] += gi * xhi;
-            pwp[i] += gyi * xhi;
-            pbp[i] += gyi;
+            A cw = 0, cb = 0;
+#pragma GCC unroll 2
+            for (int q = 0; q < Rows; ++q) {
+              const A gyi = load_acc<A>(gp[q], i), xhi = math::normalize(load_acc<A>(xp[q], i), mp[q], rp[q]);
+              const A gi = gyi * wv[i];
+              lg[q][k] += gi;
+              lgx[q][k] += gi * xhi;
+              cw += gyi * xhi;
+              cb += gyi;
+            }
+            pwp[i] += cw;
+            pbp[i] += cb;
           }
         };
         int64_t i0 = 0;
-        for (; i0 + kSumLanes <= n; i0 += kSumLanes) accumulate(i0, kSumLanes);
-        accumulate(i0, n - i0);
-        const A sg = add_lanes(lg), sgx = add_lanes(lgx);
-        if (!GX) continue;
-        const A mg = sg / A(n), mgx = sgx / A(n);
-        T* gxr = GX + r * n;
-        auto gx_at = [&](int64_t i) {
-          return math::norm_backward(load_acc<A>(gr, i) * wv[i], math::normalize(load_acc<A>(xr, i), m, rs), rs, mg,
-                                     mgx);
-        };
-        if constexpr (kUseAccBlocks<T, T, A>) {  // in an fp32 buffer, then one rounding pass (vcvtneps2bf16)
-          int64_t i = 0;
-#if defined(__AVX512BF16__)
-          if constexpr (std::is_same_v<T, BFloat16>) {  // bf16: both in one pass, 32 at a time, as gx_at
-            const __m512 vm = _mm512_set1_ps(m), vrs = _mm512_set1_ps(rs), vmg = _mm512_set1_ps(mg);
-            const __m512 vmgx = _mm512_set1_ps(mgx);
-            auto gx16 = [&](int64_t j) {
-              const __m512 g = _mm512_mul_ps(load16(gr + j), _mm512_loadu_ps(wv + j));
-              const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(load16(xr + j), vm), vrs);
-              return _mm512_mul_ps(vrs, _mm512_fnmadd_ps(xh, vmgx, _mm512_sub_ps(g, vmg)));
-            };
-            const int64_t full = n / 32 * 32;  // a local bound, as the forward's
-            for (; i < full; i += 32) store_bf16x32(gx16(i), gx16(i + 16), reinterpret_cast<uint16_t*>(gxr) + i);
-          }
-#endif
-          A* q = narrow.data();
-#pragma omp simd
-          for (int64_t j = i; j < n; ++j) q[j] = gx_at(j);
-          narrow_block(q + i, gxr + i, n - i);
+        if (rows == 2) {
+          for (; i0 + kSumLanes <= n; i0 += kSumLanes) accumulate.template operator()<2>(i0, kSumLanes);
+          accumulate.template operator()<2>(i0, n - i0);
         } else {
+          for (; i0 + kSumLanes <= n; i0 += kSumLanes) accumulate.template operator()<1>(i0, kSumLanes);
+          accumulate.template operator()<1>(i0, n - i0);
+        }
+        for (int q = 0; q < rows && GX; ++q) {
+          const int64_t r = r0 + q;
+          const T* xr = xp[q];
+          const T* gr = gp[q];
+          const A m = mp[q], rs = rp[q];
+          const A sg = add_lanes(lg[q]), sgx = add_lanes(lgx[q]);
+          const A mg = sg / A(n), mgx = sgx / A(n);
+          T* gxr = GX + r * n;
+          auto gx_at = [&](int64_t i) {
+            return math::norm_backward(load_acc<A>(gr, i) * wv[i], math::normalize(load_acc<A>(xr, i), m, rs), rs, mg,
+                                       mgx);
+          };
+          if constexpr (kUseAccBlocks<T, T, A>) {  // in an fp32 buffer, then one rounding pass (vcvtneps2bf16)
+            int64_t i = 0;
+#if defined(__AVX512BF16__)
+            if constexpr (std::is_same_v<T, BFloat16>) {  // bf16: both in one pass, 32 at a time, as gx_at
+              const __m512 vm = _mm512_set1_ps(m), vrs = _mm512_set1_ps(rs), vmg = _mm512_set1_ps(mg);
+              const __m512 vmgx = _mm512_set1_ps(mgx);
+              auto gx16 = [&](int64_t j) {
+                const __m512 g = _mm512_mul_ps(load16(gr + j), _mm512_loadu_ps(wv + j));
+                const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(load16(xr + j), vm), vrs);
+                return _mm512_mul_ps(vrs, _mm512_fnmadd_ps(xh, vmgx, _mm512_sub_ps(g, vmg)));
+              };
+              const int64_t full = n / 32 * 32;  // a local bound, as the forward's
+              for (; i < full; i += 32) store_bf16x32(gx16(i), gx16(i + 16), reinterpret_cast<uint16_t*>(gxr) + i);
+            }
+#endif
+            A* nb = narrow.data();
 #pragma omp simd
-          for (int64_t i = 0; i < n; ++i) store_acc(gxr, i, gx_at(i));
+            for (int64_t j = i; j < n; ++j) nb[j] = gx_at(j);
+            narrow_block(nb + i, gxr + i, n - i);
+          } else {
+#pragma omp simd
+            for (int64_t i = 0; i < n; ++i) store_acc(gxr, i, gx_at(i));
+          }
         }
       }
 #pragma omp critical(mantissa_layer_norm_backward)
