@@ -52,6 +52,18 @@ double max_abs(const mt::Tensor& a) {
   return m;
 }
 
+// fn throws mantissa::Error naming the op and containing needle.
+template <typename Fn>
+void expect_error(Fn fn, const std::string& needle) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error for " << needle;
+  } catch (const mt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("scaled_dot_product_attention"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
 mt::Tensor randn(const mt::Shape& s, mt::DType dt = mt::kFloat64, bool grad = true) {
   return mt::randn(s, {.dtype = dt, .requires_grad = grad});
 }
@@ -265,15 +277,6 @@ TEST(Attention, EmptyDimensionsAndNaNOnTheTilePaths) {
 // 0-dim, 1-D and integer inputs are errors naming the op; transposed (non-contiguous) q, k, v
 // give the results of their contiguous copies on the fp32 and bf16 tile paths.
 TEST(Attention, ZeroDimIntegerAndNonContiguousInputs) {
-  auto expect_error = [](auto fn, const std::string& needle) {
-    try {
-      fn();
-      ADD_FAILURE() << "no error for " << needle;
-    } catch (const mt::Error& e) {
-      EXPECT_NE(std::string(e.what()).find("scaled_dot_product_attention"), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
   const mt::Tensor scalar = mt::randn({}), vec = mt::randn({4}), ints = mt::ones({2, 3, 4}, {.dtype = mt::kInt64});
   expect_error([&] { mt::scaled_dot_product_attention(scalar, scalar, scalar); }, "rank >= 2");
   expect_error([&] { mt::scaled_dot_product_attention(vec, vec, vec); }, "rank >= 2");
@@ -433,15 +436,6 @@ TEST(Attention, UserWrittenUnderBf16AutocastMatchesFp32) {
 
 TEST(Attention, BadInputsThrowNamingTheOp) {
   mt::Tensor q = mt::randn({2, 3, 4}), k = mt::randn({2, 5, 4}), v = mt::randn({2, 5, 6});
-  auto expect_error = [](auto fn, const std::string& needle) {
-    try {
-      fn();
-      ADD_FAILURE() << "no error for " << needle;
-    } catch (const mt::Error& e) {
-      EXPECT_NE(std::string(e.what()).find("scaled_dot_product_attention"), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
   expect_error([&] { mt::scaled_dot_product_attention(q, mt::randn({2, 5, 3}), v); }, "last dim");
   expect_error([&] { mt::scaled_dot_product_attention(q, k, mt::randn({2, 4, 6})); }, "length S");
   expect_error([&] { mt::scaled_dot_product_attention(q, mt::randn({3, 5, 4}), mt::randn({3, 5, 6})); }, "leading");
