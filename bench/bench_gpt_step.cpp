@@ -11,7 +11,8 @@
 // attention a user writes from primitives, matmul + masked_fill + softmax + matmul
 // (scale_user_*; tools/torch_gpt.py builds the same model in PyTorch), fp32 and bf16, and the
 // 2048^3 GEMM rate of each dtype (gemm_fp32, gemm_bf16) for the MFU column of
-// tools/compare_pytorch.py --scaling.
+// tools/compare_pytorch.py --scaling. --sizes DxT[,DxT...] registers those sizes instead (widths and
+// contexts the kernels were not tuned on: 320x200 with --head-dim 40).
 //   build/bench/bench_gpt_step --profile user 256 512 bf16   # one scaled step by op (profiler)
 //   build/bench/bench_gpt_step --head-dim 128 --profile user 512 256 bf16   # 4 heads of 128
 //   (MT_TRACE=trace.json also writes the profile's Chrome trace: shapes and dtypes of each call)
@@ -28,6 +29,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ratio_reporter.h"
@@ -210,24 +212,47 @@ void gemm_bench(benchmark::State& state, mt::DType dt) {
                                                benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 
-void register_scaling(bool full) {
-  const std::vector<int64_t> sizes = full ? std::vector<int64_t>{128, 256, 512} : std::vector<int64_t>{128, 256};
+// The scaled steps at each (d_model, context) of `sizes`, and the GEMM ceilings.
+void register_scaling(const std::vector<std::pair<int64_t, int64_t>>& sizes) {
   for (const char* prec : {"fp32", "bf16"}) {
     const mt::DType dt = std::strcmp(prec, "fp32") == 0 ? mt::kFloat32 : mt::kBFloat16;
     benchmark::RegisterBenchmark((std::string("gemm_") + prec).c_str(), gemm_bench, dt)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
     const std::optional<mt::DType> amp = dt == mt::kFloat32 ? std::nullopt : std::optional<mt::DType>(dt);
-    for (int64_t d : sizes)
-      for (int64_t T : sizes)
-        for (bool user : {false, true}) {
-          const std::string name = std::string("scale_") + (user ? "user_" : "fused_") + prec + "/d" +
-                                   std::to_string(d) + "/T" + std::to_string(T);
-          benchmark::RegisterBenchmark(name.c_str(), scale_bench, user, d, T, amp)
-              ->Unit(benchmark::kMillisecond)
-              ->UseRealTime();
-        }
+    for (const auto& [d, T] : sizes)
+      for (bool user : {false, true}) {
+        const std::string name = std::string("scale_") + (user ? "user_" : "fused_") + prec + "/d" + std::to_string(d) +
+                                 "/T" + std::to_string(T);
+        benchmark::RegisterBenchmark(name.c_str(), scale_bench, user, d, T, amp)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+      }
   }
+}
+
+// The grid of --scaling / --scaling-full: every d_model x context of `widths`.
+std::vector<std::pair<int64_t, int64_t>> size_grid(const std::vector<int64_t>& widths) {
+  std::vector<std::pair<int64_t, int64_t>> sizes;
+  for (int64_t d : widths)
+    for (int64_t T : widths) sizes.emplace_back(d, T);
+  return sizes;
+}
+
+// "320x200,384x192" -> {(320, 200), (384, 192)}; empty on a malformed list.
+std::vector<std::pair<int64_t, int64_t>> parse_sizes(const char* text) {
+  std::vector<std::pair<int64_t, int64_t>> sizes;
+  for (const char* p = text; *p;) {
+    char* end = nullptr;
+    const long long d = std::strtoll(p, &end, 10);
+    if (end == p || *end != 'x') return {};
+    p = end + 1;
+    const long long t = std::strtoll(p, &end, 10);
+    if (end == p || d <= 0 || t <= 0 || (*end != ',' && *end != 0)) return {};
+    sizes.emplace_back(d, t);
+    p = *end ? end + 1 : end;
+  }
+  return sizes;
 }
 
 void gpt_fp32(benchmark::State& s) { gpt_step(s, std::nullopt); }
@@ -258,10 +283,20 @@ int main(int argc, char** argv) {
       return profile_scaled(std::strcmp(argv[i + 1], "user") == 0, std::atoll(argv[i + 2]), std::atoll(argv[i + 3]),
                             bf16 ? std::optional<mt::DType>(mt::kBFloat16) : std::nullopt);
     }
-    if (std::strcmp(argv[i], "--scaling") == 0 || std::strcmp(argv[i], "--scaling-full") == 0)
-      register_scaling(std::strcmp(argv[i], "--scaling-full") == 0);
-    else
+    if (std::strcmp(argv[i], "--sizes") == 0) {
+      const auto sizes = i + 1 < argc ? parse_sizes(argv[i + 1]) : decltype(parse_sizes("")){};
+      if (sizes.empty()) {
+        std::fprintf(stderr, "usage: %s --sizes DxT[,DxT...]   (d_model x context, e.g. 320x200,384x192)\n", argv[0]);
+        return 2;
+      }
+      register_scaling(sizes);
+      ++i;
+    } else if (std::strcmp(argv[i], "--scaling") == 0 || std::strcmp(argv[i], "--scaling-full") == 0) {
+      register_scaling(std::strcmp(argv[i], "--scaling-full") == 0 ? size_grid({128, 256, 512})
+                                                                   : size_grid({128, 256}));
+    } else {
       args.push_back(argv[i]);
+    }
   }
   argc = int(args.size());
   argv = args.data();

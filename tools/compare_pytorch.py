@@ -164,7 +164,7 @@ def scale_sizes(args):
 
 
 def scale_flops(d, t):
-    tokens = SCALE_TOKENS
+    tokens = SCALE_TOKENS // t * t  # the batch is SCALE_TOKENS // t sequences
     return 6 * tokens * (12 * SCALE_LAYERS * d * d + SCALE_VOCAB * d) + 12 * SCALE_LAYERS * t * d * tokens
 
 
@@ -219,7 +219,9 @@ def run_measured(cmd, env):
 def mantissa_bench_json(args, bench_filter, env):
     bench = os.path.join(os.path.dirname(args.bench), "bench_gpt_step")
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        _, rss = run_measured([bench, "--scaling-full", "--head-dim", str(args.head_dim),
+        # --sizes: exactly those sizes (any d_model x context); else the grid holds every --scaling one.
+        sizes = ["--sizes", ",".join(args.sizes)] if args.sizes else ["--scaling-full"]
+        _, rss = run_measured([bench, *sizes, "--head-dim", str(args.head_dim),
                                f"--benchmark_filter={bench_filter}",
                                f"--benchmark_min_time={args.min_time}", f"--benchmark_out={f.name}",
                                "--benchmark_out_format=json"], env)
@@ -310,7 +312,7 @@ def main():
     p.add_argument("--head-dim", type=int, default=32, help="with --scaling: each attention head's width "
                    "(heads = d_model / head_dim; 32 is the width the kernels were tuned on)")
     p.add_argument("--sizes", nargs="+", metavar="DxT", help="with --scaling: only these d_model x context "
-                   "sizes (e.g. 512x256)")
+                   "sizes (e.g. 512x256, or sizes off the grid: 320x200 with --head-dim 40)")
     p.add_argument("--openblas-core", default="auto",
                    help="OPENBLAS_CORETYPE for PyTorch (auto: SkylakeX on AVX-512 CPUs, else the environment's)")
     p.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
