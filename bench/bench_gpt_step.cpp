@@ -212,8 +212,11 @@ void gemm_bench(benchmark::State& state, mt::DType dt) {
                                                benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 
+// (d_model, context) pairs of the scaled steps.
+using Sizes = std::vector<std::pair<int64_t, int64_t>>;
+
 // The scaled steps at each (d_model, context) of `sizes`, and the GEMM ceilings.
-void register_scaling(const std::vector<std::pair<int64_t, int64_t>>& sizes) {
+void register_scaling(const Sizes& sizes) {
   for (const char* prec : {"fp32", "bf16"}) {
     const mt::DType dt = std::strcmp(prec, "fp32") == 0 ? mt::kFloat32 : mt::kBFloat16;
     benchmark::RegisterBenchmark((std::string("gemm_") + prec).c_str(), gemm_bench, dt)
@@ -232,16 +235,16 @@ void register_scaling(const std::vector<std::pair<int64_t, int64_t>>& sizes) {
 }
 
 // The grid of --scaling / --scaling-full: every d_model x context of `widths`.
-std::vector<std::pair<int64_t, int64_t>> size_grid(const std::vector<int64_t>& widths) {
-  std::vector<std::pair<int64_t, int64_t>> sizes;
+Sizes size_grid(const std::vector<int64_t>& widths) {
+  Sizes sizes;
   for (int64_t d : widths)
     for (int64_t T : widths) sizes.emplace_back(d, T);
   return sizes;
 }
 
 // "320x200,384x192" -> {(320, 200), (384, 192)}; empty on a malformed list.
-std::vector<std::pair<int64_t, int64_t>> parse_sizes(const char* text) {
-  std::vector<std::pair<int64_t, int64_t>> sizes;
+Sizes parse_sizes(const char* text) {
+  Sizes sizes;
   for (const char* p = text; *p;) {
     char* end = nullptr;
     const long long d = std::strtoll(p, &end, 10);
@@ -284,7 +287,7 @@ int main(int argc, char** argv) {
                             bf16 ? std::optional<mt::DType>(mt::kBFloat16) : std::nullopt);
     }
     if (std::strcmp(argv[i], "--sizes") == 0) {
-      const auto sizes = i + 1 < argc ? parse_sizes(argv[i + 1]) : decltype(parse_sizes("")){};
+      const Sizes sizes = i + 1 < argc ? parse_sizes(argv[i + 1]) : Sizes{};
       if (sizes.empty()) {
         std::fprintf(stderr, "usage: %s --sizes DxT[,DxT...]   (d_model x context, e.g. 320x200,384x192)\n", argv[0]);
         return 2;
