@@ -15,13 +15,11 @@ if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
   exit 1
 fi
 [[ -f $build/CMakeCache.txt ]] || cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+log=$(mktemp) rows=$(mktemp)
+trap 'rm -f "$log" "$rows"' EXIT
 cmake --build "$build" -j "${JOBS:-2}" --target bench_roofline >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
 grep -q avx512f /proc/cpuinfo && export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
 export OMP_NUM_THREADS=2 # the pool both sides size their one- and two-thread rows from
-rows=$(mktemp)
-trap 'rm -f "$log" "$rows"' EXIT
 for ((i = 0; i < rounds; i++)); do
   "$build/bench/bench_roofline" --benchmark_filter="($filter)|^memcpy/" --benchmark_min_time=0.05 2>/dev/null |
     sed 's/\x1b\[[0-9;]*m//g' |
@@ -40,7 +38,7 @@ print(f"{'op/dtype/numel/threads':40} {'Mantissa':>9} {'PyTorch':>9} {'x torch':
 slower, below = 0, []
 for name in sorted({n for n, s in best if s == "mantissa" and not n.startswith("memcpy")}):
     m, t = best[(name, "mantissa")], best.get((name, "torch"))
-    op, dt, rest = name.split("/", 2)
+    _, dt, rest = name.split("/", 2)
     cp = best.get(("memcpy/" + ("e4/" if dt == "fp32" else "e2/") + rest, "mantissa"))
     mark = "  PyTorch faster" if t and t > m else ""
     slower += bool(mark)
