@@ -201,6 +201,34 @@ std::vector<std::pair<std::string, Make>> ops() {
     Tensor x = input({n / (256 * 8 * 32), 256, 8, 32}, dt);
     return Prepared{[x] { keep(x.permute({0, 2, 1, 3}).contiguous()); }, 2 * n * esize(dt)};
   });
+  // Ops on views a user's layer makes without a copy. Rotary embeddings' rotate_half:
+  // cat(-x[..., E/2:], x[..., :E/2]) with E = 32 (negating a narrow whose rows are 16 long).
+  add("rotate_half", [](int64_t n, mt::DType dt) {
+    Tensor x = input({n / 32, 32}, dt);
+    return Prepared{[x] { keep(mt::cat({-x.narrow(1, 16, 16), x.narrow(1, 0, 16)}, 1)); }, 2 * n * esize(dt)};
+  });
+  // A GLU's gate: sigmoid of the second half of the last dim (chunk: rows of 512 in rows of 1024).
+  add("sigmoid_chunk", [](int64_t n, mt::DType dt) {
+    Tensor x = input({n / kNormRow, kNormRow}, dt);
+    return Prepared{[x] { keep(mt::sigmoid(mt::chunk(x, 2, 1)[1])); }, n * esize(dt)};
+  });
+  // Autocast's cast of a transposed operand (k^T before q k^T): fp32 -> bf16 rows read from
+  // the other dtype (bf16 -> fp32 on the fp32 rows), transposed into a contiguous result.
+  add("cast_transposed", [](int64_t n, mt::DType dt) {
+    const mt::DType from = dt == mt::kFloat32 ? mt::kBFloat16 : mt::kFloat32;
+    Tensor x = input({n / kNormRow, kNormRow}, from);
+    return Prepared{[x, dt] { keep(x.t().to(dt)); }, n * (esize(dt) + esize(from))};
+  });
+  // A product with a transposed operand (a gradient arriving through a transpose).
+  add("mul_transposed", [](int64_t n, mt::DType dt) {
+    Tensor a = input({n / kNormRow, kNormRow}, dt), b = input({kNormRow, n / kNormRow}, dt);
+    return Prepared{[a, b] { keep(a.t() * b); }, 3 * n * esize(dt)};
+  });
+  // An activation of a transposed view (the result is contiguous).
+  add("silu_transposed", [](int64_t n, mt::DType dt) {
+    Tensor x = input({n / kNormRow, kNormRow}, dt);
+    return Prepared{[x] { keep(mt::silu(x.t())); }, 2 * n * esize(dt)};
+  });
   add("cat_dim1", [](int64_t n, mt::DType dt) {
     Tensor a = input({n / kNormRow, kNormRow / 2}, dt), b = input({n / kNormRow, kNormRow / 2}, dt);
     return Prepared{[a, b] { keep(mt::cat({a, b}, 1)); }, 2 * n * esize(dt)};

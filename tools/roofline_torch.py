@@ -160,6 +160,32 @@ def ops():
         return (lambda: x.permute(0, 2, 1, 3).contiguous()), 2 * n * esize(dt)
     v["permute_0213_copy"] = permute_0213_copy
 
+    def rotate_half(n, dt):  # rotary embeddings: cat(-x[..., 16:], x[..., :16])
+        x = inp((n // 32, 32), dt)
+        return (lambda: torch.cat([-x[:, 16:], x[:, :16]], 1)), 2 * n * esize(dt)
+    v["rotate_half"] = rotate_half
+
+    def sigmoid_chunk(n, dt):  # a GLU's gate: the second half of rows of 1024
+        x = inp((n // K_NORM_ROW, K_NORM_ROW), dt)
+        return (lambda: torch.sigmoid(x.chunk(2, 1)[1])), n * esize(dt)
+    v["sigmoid_chunk"] = sigmoid_chunk
+
+    def cast_transposed(n, dt):  # from the other dtype, transposed, to a contiguous result
+        src = torch.bfloat16 if dt == torch.float32 else torch.float32
+        x = inp((n // K_NORM_ROW, K_NORM_ROW), src)
+        return (lambda: x.t().to(dt).contiguous()), n * (esize(dt) + esize(src))
+    v["cast_transposed"] = cast_transposed
+
+    def mul_transposed(n, dt):
+        a, b = inp((n // K_NORM_ROW, K_NORM_ROW), dt), inp((K_NORM_ROW, n // K_NORM_ROW), dt)
+        return (lambda: a.t() * b), 3 * n * esize(dt)
+    v["mul_transposed"] = mul_transposed
+
+    def silu_transposed(n, dt):
+        x = inp((n // K_NORM_ROW, K_NORM_ROW), dt)
+        return (lambda: F.silu(x.t()).contiguous()), 2 * n * esize(dt)
+    v["silu_transposed"] = silu_transposed
+
     def cat_dim1(n, dt):
         a, b = inp((n // K_NORM_ROW, K_NORM_ROW // 2), dt), inp((n // K_NORM_ROW, K_NORM_ROW // 2), dt)
         return (lambda: torch.cat([a, b], 1)), 2 * n * esize(dt)

@@ -163,32 +163,116 @@ void scalar_operand_block(F f, const In* a, Acc s, Out* y, int64_t n) {
   map_acc<Acc>(a, y, n, [&](Acc u) { return ScalarFirst ? f(s, u) : f(u, s); });
 }
 
+// y[i] = f(x[i]) over contiguous data: through the vector form where f has one (and exp),
+// else map_acc.
+template <typename Acc, typename In, typename Out, typename F>
+void unary_block(F f, const In* x, Out* y, int64_t n) {
+  if constexpr ((kHasVectorForm<F> || std::is_same_v<F, math::Exp>)&&std::is_same_v<Acc, float>)
+    vector_form_block(f, x, y, n);
+  else
+    map_acc<Acc>(x, y, n, [&](Acc v) { return f(v); });
+}
+
+// Whether t's elements fill numel() consecutive slots from its data pointer in some order of
+// its dims (a transpose or permute of a contiguous tensor: positive strides, no gaps, no
+// broadcast).
+bool permuted_dense(const Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of the dims longer than 1
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) > 1) dims.emplace_back(t.stride(d), t.size(d));
+  std::sort(dims.begin(), dims.end());
+  int64_t expected = 1;
+  for (const auto& [stride, size] : dims) {
+    if (stride != expected) return false;
+    expected *= size;
+  }
+  return true;
+}
+
+template <typename U>
+void copy_bits(const Tensor& src, const Tensor& dst);
+
+// copy_bits for elements of T's size.
+template <typename T>
+void copy_elements(const Tensor& src, const Tensor& dst) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8);
+  using U = std::conditional_t<
+      sizeof(T) == 1, uint8_t,
+      std::conditional_t<sizeof(T) == 2, uint16_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
+  copy_bits<U>(src, dst);
+}
+
 // out[i] = cast<Out>(f(cast<Acc>(in[i]))), in broadcast/strided to out's shape.
 template <typename In, typename Out, typename Acc, typename F>
 void unary_loop(const Tensor& in, const Tensor& out, F f) {
   const In* x = ptr<In>(in);
   Out* y = ptr<Out>(out);
+  const int64_t n = out.numel();
   if (same_layout_contiguous(in, out)) {
-    if constexpr ((kHasVectorForm<F> || std::is_same_v<F, math::Exp>)&&std::is_same_v<Acc, float>) {
-      parallel_for(0, out.numel(), kParallelGrain,
-                   [&](int64_t b, int64_t e) { vector_form_block(f, x + b, y + b, e - b); });
-      return;
+    parallel_for(0, n, kParallelGrain, [&](int64_t b, int64_t e) { unary_block<Acc>(f, x + b, y + b, e - b); });
+    return;
+  }
+  // A transposed or permuted input read across its rows (autocast's cast of k^T, an activation
+  // of a transposed view): element by element, one side walks a new cache line per element
+  // (1.4-4 GB/s). Instead two vectorized passes, the tiled copy (copy_bits) on the narrower
+  // side: f in the input's memory order into a buffer of the input's layout, then the copy
+  // reorders the results; or, where the input's elements are the narrower (a bf16 -> fp32
+  // cast), the copy makes the input contiguous first.
+  if (out.is_contiguous() && in.sizes() == out.sizes() && n > 1 && in.stride(in.dim() - 1) != 1 && permuted_dense(in)) {
+    if constexpr (sizeof(In) < sizeof(Out)) {
+      Tensor staged = make_tensor(in.sizes(), in.dtype(), in.device());
+      copy_elements<In>(in, staged);
+      const In* s = ptr<In>(staged);
+      parallel_for(0, n, kParallelGrain, [&](int64_t b, int64_t e) { unary_block<Acc>(f, s + b, y + b, e - b); });
+    } else {
+      Tensor staged = make_view(make_tensor(out.sizes(), out.dtype(), out.device()), in.sizes(), in.strides(), 0);
+      Out* t = ptr<Out>(staged);
+      parallel_for(0, n, kParallelGrain, [&](int64_t b, int64_t e) { unary_block<Acc>(f, x + b, t + b, e - b); });
+      copy_elements<Out>(staged, out);
     }
-    parallel_for(0, out.numel(), kParallelGrain,
-                 [&](int64_t b, int64_t e) { map_acc<Acc>(x + b, y + b, e - b, [&](Acc v) { return f(v); }); });
     return;
   }
   Shape in_st = broadcast_strides(in.sizes(), in.strides(), out.sizes());
-  for_each_row<2>(out.sizes(), {out.strides(), in_st}, [&](auto off, int64_t n, auto st) {
+  for_each_row<2>(out.sizes(), {out.strides(), in_st}, [&](auto off, int64_t len, auto st) {
     Out* yo = y + off[0];
     const In* xo = x + off[1];
-    for (int64_t i = 0; i < n; ++i) yo[i * st[0]] = cast_to<Out>(f(cast_to<Acc>(xo[i * st[1]])));
+    // Unit-stride rows (a narrow of the last dim: rotary embeddings' halves) as contiguous blocks.
+    if (st[0] == 1 && st[1] == 1) return unary_block<Acc>(f, xo, yo, len);
+    // Other strides through a gathered block: the same vector math as the contiguous kernels,
+    // so a result does not depend on its input's layout (the scalar functor's exp differed
+    // from the vector form's in the last bit).
+    constexpr int64_t kBlock = 256;
+    In xb[kBlock];
+    Out yb[kBlock];
+    for (int64_t s = 0; s < len; s += kBlock) {
+      const int64_t m = std::min(kBlock, len - s);
+      for (int64_t i = 0; i < m; ++i) xb[i] = xo[(s + i) * st[1]];
+      unary_block<Acc>(f, xb, yb, m);
+      for (int64_t i = 0; i < m; ++i) yo[(s + i) * st[0]] = yb[i];
+    }
   });
 }
 
 // out[i] = cast<Out>(f(a[i], b[i])), a and b broadcast/strided to out's shape.
 template <typename In, typename Out, typename Acc, typename F>
 void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
+  // An operand transposed or permuted against the output (a gradient arriving through a
+  // transpose) made contiguous by the tiled copy first: the strided loop below stays scalar
+  // and walks a new cache line per element.
+  if (out.is_contiguous() && out.numel() > 1) {
+    auto across = [&](const Tensor& t) {
+      return t.sizes() == out.sizes() && t.stride(t.dim() - 1) != 1 && permuted_dense(t);
+    };
+    if (across(a) || across(b)) {
+      auto reordered = [&](const Tensor& t) {
+        if (!across(t)) return t;
+        Tensor c = make_tensor(t.sizes(), t.dtype(), t.device());
+        copy_elements<In>(t, c);
+        return c;
+      };
+      return binary_loop<In, Out, Acc>(reordered(a), reordered(b), out, f);
+    }
+  }
   const In* pa = ptr<In>(a);
   const In* pb = ptr<In>(b);
   Out* y = ptr<Out>(out);
@@ -215,8 +299,19 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
     if (st[0] == 1 && st[1] == 1 && st[2] == 1) return binary_block<Acc>(f, ao, bo, yo, len);
     if (st[0] == 1 && st[1] == 1 && st[2] == 0) return scalar_operand_block<false>(f, ao, cast_to<Acc>(bo[0]), yo, len);
     if (st[0] == 1 && st[1] == 0 && st[2] == 1) return scalar_operand_block<true>(f, bo, cast_to<Acc>(ao[0]), yo, len);
-    for (int64_t i = 0; i < len; ++i)
-      yo[i * st[0]] = cast_to<Out>(f(cast_to<Acc>(ao[i * st[1]]), cast_to<Acc>(bo[i * st[2]])));
+    // Other strides through gathered blocks, as unary_loop's (the contiguous kernels' math).
+    constexpr int64_t kBlock = 256;
+    In ab[kBlock], bb[kBlock];
+    Out yb[kBlock];
+    for (int64_t s = 0; s < len; s += kBlock) {
+      const int64_t m = std::min(kBlock, len - s);
+      for (int64_t i = 0; i < m; ++i) {
+        ab[i] = ao[(s + i) * st[1]];
+        bb[i] = bo[(s + i) * st[2]];
+      }
+      binary_block<Acc>(f, ab, bb, yb, m);
+      for (int64_t i = 0; i < m; ++i) yo[(s + i) * st[0]] = yb[i];
+    }
   });
 }
 

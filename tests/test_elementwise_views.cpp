@@ -1,0 +1,162 @@
+// Elementwise ops and casts on views a user's layer makes without a copy: transposes and
+// permutes (read across their rows; the CPU kernels run them in the input's memory order and
+// reorder with the tiled copy, core/cpu/elementwise.cpp), narrows and chunks of the last dim
+// (unit-stride rows), and the layouts next to those cases (size-1 dims, a strided slice that is
+// not dense, empty and 0-dim tensors). Each result must equal, bit for bit, the same op on a
+// contiguous copy of the view (the contiguous kernels), NaN and inf included.
+#include <gtest/gtest.h>
+#include <mantissa.h>
+
+#include <bit>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace mt = mantissa;
+
+namespace {
+
+// The values of t as doubles (every dtype used here converts exactly).
+std::vector<double> values(const mt::Tensor& t) { return t.contiguous().to(mt::kFloat64).to_vector<double>(); }
+
+// got (an op's result: contiguous) equals want bit for bit.
+void expect_same(const mt::Tensor& got, const mt::Tensor& want, const std::string& what, bool contiguous = true) {
+  ASSERT_EQ(got.sizes(), want.sizes()) << what;
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  if (contiguous) EXPECT_TRUE(got.is_contiguous()) << what;
+  const std::vector<double> g = values(got), w = values(want);
+  int64_t wrong = 0;
+  for (size_t i = 0; i < g.size(); ++i)
+    wrong += std::isnan(w[i]) ? !std::isnan(g[i]) : std::bit_cast<uint64_t>(g[i]) != std::bit_cast<uint64_t>(w[i]);
+  EXPECT_EQ(wrong, 0) << what << " (" << g.size() << " elements)";
+}
+
+// A tensor of `shape` in dtype dt with NaN, inf and -0 among its values (floating dtypes).
+mt::Tensor sample(const mt::Shape& shape, mt::DType dt) {
+  mt::Tensor x = (mt::randn(shape) * 3).to(dt);
+  if (mt::is_floating(dt) && x.numel() >= 4) {
+    mt::Tensor flat = x.view({-1});
+    flat.select(0, 1).fill_(std::numeric_limits<double>::quiet_NaN());
+    flat.select(0, 2).fill_(std::numeric_limits<double>::infinity());
+    flat.select(0, x.numel() - 1).fill_(-0.0);
+  }
+  return x;
+}
+
+using View = std::function<mt::Tensor(const mt::Tensor&)>;
+struct Case {
+  std::string name;
+  mt::Shape shape;
+  View view;
+};
+
+// Views of each kind: permuted dense ones (the reordering path, with 64 x 64 blocks and partial
+// edges), unit-stride rows, and layouts that take neither path.
+std::vector<Case> cases() {
+  return {
+      {"t of [37, 53]", {37, 53}, [](const mt::Tensor& x) { return x.t(); }},
+      {"t of [130, 70]", {130, 70}, [](const mt::Tensor& x) { return x.t(); }},
+      {"permute {2, 0, 1} of [5, 7, 9]", {5, 7, 9}, [](const mt::Tensor& x) { return x.permute({2, 0, 1}); }},
+      {"head split of [2, 33, 3, 8]", {2, 33, 3, 8}, [](const mt::Tensor& x) { return x.permute({0, 2, 3, 1}); }},
+      {"t of [1, 33] (a size-1 dim)", {1, 33}, [](const mt::Tensor& x) { return x.t(); }},
+      {"narrow of [17, 50] (rows of 40)", {17, 50}, [](const mt::Tensor& x) { return x.narrow(1, 3, 40); }},
+      {"second chunk of [9, 1024]", {9, 1024}, [](const mt::Tensor& x) { return mt::chunk(x, 2, 1)[1]; }},
+      {"rotary half of [4, 3, 16]", {4, 3, 16}, [](const mt::Tensor& x) { return x.narrow(2, 8, 8); }},
+      {"step-2 slice, transposed (not dense)",
+       {20, 30},
+       [](const mt::Tensor& x) { return x.slice(1, 0, 30, 2).t(); }},
+      {"t of [0, 5] (empty)", {0, 5}, [](const mt::Tensor& x) { return x.t(); }},
+      {"0-dim", {}, [](const mt::Tensor& x) { return x; }},
+  };
+}
+
+}  // namespace
+
+TEST(ElementwiseViews, UnaryOpsOnViewsEqualTheContiguousKernels) {
+  mt::manual_seed(3);
+  using Op = mt::Tensor (*)(const mt::Tensor&);
+  const std::vector<std::pair<std::string, Op>> floating_ops = {
+      {"neg", [](const mt::Tensor& x) { return -x; }},
+      {"exp", [](const mt::Tensor& x) { return mt::exp(x); }},
+      {"sigmoid", [](const mt::Tensor& x) { return mt::sigmoid(x); }},
+      {"silu", [](const mt::Tensor& x) { return mt::silu(x); }},
+      {"abs", [](const mt::Tensor& x) { return mt::abs(x); }}};
+  for (const Case& c : cases())
+    for (mt::DType dt : {mt::kFloat32, mt::kBFloat16, mt::kHalf, mt::kFloat64, mt::kInt64}) {
+      const mt::Tensor v = c.view(sample(c.shape, dt));
+      for (const auto& [name, op] : floating_ops) {
+        if (!mt::is_floating(dt) && name != "neg" && name != "abs") continue;
+        expect_same(op(v), op(v.contiguous()), name + " of " + c.name + ", " + mt::dtype_name(dt));
+      }
+    }
+}
+
+TEST(ElementwiseViews, CastsOfViewsEqualTheContiguousCasts) {
+  mt::manual_seed(4);
+  const std::vector<std::pair<mt::DType, mt::DType>> casts = {
+      {mt::kFloat32, mt::kBFloat16}, {mt::kBFloat16, mt::kFloat32}, {mt::kFloat32, mt::kHalf},
+      {mt::kHalf, mt::kFloat32},     {mt::kFloat64, mt::kFloat32},  {mt::kInt64, mt::kFloat32},
+      {mt::kFloat32, mt::kInt32},    {mt::kBool, mt::kBFloat16},    {mt::kBFloat16, mt::kFloat64}};
+  for (const Case& c : cases())
+    for (const auto& [from, to] : casts) {
+      // (no NaN or inf into an integer type: PyTorch leaves that undefined)
+      const mt::Tensor x = from == mt::kBool                               ? mt::gt(mt::randn(c.shape), mt::zeros({}))
+                           : !mt::is_floating(to) && mt::is_floating(from) ? (mt::randn(c.shape) * 100).to(from)
+                                                                           : sample(c.shape, from);
+      const mt::Tensor v = c.view(x);
+      expect_same(v.to(to), v.contiguous().to(to),
+                  std::string(mt::dtype_name(from)) + " -> " + mt::dtype_name(to) + " of " + c.name);
+    }
+}
+
+TEST(ElementwiseViews, BinaryOpsWithPermutedOperandsEqualTheContiguousKernels) {
+  mt::manual_seed(5);
+  for (mt::DType dt : {mt::kFloat32, mt::kBFloat16, mt::kFloat64, mt::kInt64}) {
+    const mt::Tensor a = sample({70, 130}, dt), b = sample({130, 70}, dt), row = sample({1, 70}, dt);
+    const mt::Tensor at = a.t(), ac = a.t().contiguous();
+    const std::string d = mt::dtype_name(dt);
+    expect_same(at * b, ac * b, "a^T * b, " + d);
+    expect_same(b - at, b - ac, "b - a^T, " + d);
+    expect_same(at + at, ac + ac, "a^T + a^T, " + d);
+    expect_same(at * row, ac * row, "a^T * a broadcast row, " + d);
+    expect_same(mt::maximum(at, b.t().t()), mt::maximum(ac, b), "maximum(a^T, b), " + d);
+    // Permuted 4-D operands against a broadcast table (rotary embeddings' q * cos).
+    const mt::Tensor q = sample({2, 6, 3, 8}, dt), table = sample({6, 8}, dt);
+    const mt::Tensor qp = q.permute({0, 2, 1, 3}), qt = q.permute({0, 2, 3, 1}).transpose(-2, -1);
+    expect_same(qp * table, qp.contiguous() * table, "head-split q * table, " + d);
+    expect_same(qt * table, qt.contiguous() * table, "transposed q * table, " + d);
+    // Mixed dtypes: the bf16 operand is cast to fp32 first.
+    if (dt == mt::kBFloat16) {
+      const mt::Tensor f = sample({130, 70}, mt::kFloat32);
+      expect_same(at * f, ac * f, "bf16 a^T * fp32 b");
+    }
+  }
+  // Layouts that are not permutations (strided slices, both operands across their rows) and a
+  // backward functor with a vector form (silu's).
+  const mt::Tensor x = sample({40, 64}, mt::kFloat32), g = sample({40, 64}, mt::kFloat32);
+  const mt::Tensor xs = x.slice(1, 0, 64, 2).t(), gs = g.slice(1, 1, 64, 2).t();
+  expect_same(xs * gs, xs.contiguous() * gs.contiguous(), "strided slices, fp32");
+  for (mt::DType dt : {mt::kFloat32, mt::kBFloat16}) {
+    const mt::Tensor xd = xs.to(dt).contiguous().requires_grad_(), gd = gs.to(dt);
+    const mt::Tensor y = mt::silu(xd);
+    const mt::Tensor strided = mt::autograd::grad({y}, {xd}, {gd}, true)[0];
+    const mt::Tensor contiguous = mt::autograd::grad({y}, {xd}, {gd.contiguous()})[0];
+    expect_same(strided, contiguous, std::string("silu's backward of a strided gradient, ") + mt::dtype_name(dt));
+  }
+  const mt::Tensor e = mt::ones({0, 4});
+  expect_same(e.t() * mt::ones({4, 0}), mt::ones({4, 0}), "empty");
+}
+
+TEST(ElementwiseViews, GradientsThroughTransposedViews) {
+  // The backward of a product with a transposed view receives and produces permuted layouts.
+  mt::manual_seed(6);
+  const mt::Tensor a = mt::randn({24, 40}).requires_grad_(), b = mt::randn({40, 24});
+  const mt::Tensor y = mt::silu(a.t()) * b;
+  const mt::Tensor g = mt::randn({40, 24});
+  const mt::Tensor ga = mt::autograd::grad({y}, {a}, {g})[0];
+  const mt::Tensor a2 = a.detach().t().contiguous().requires_grad_();
+  const mt::Tensor ga2 = mt::autograd::grad({mt::silu(a2) * b}, {a2}, {g})[0];
+  expect_same(ga, ga2.t(), "silu(a^T) * b, d/da", false);  // the transpose's backward: a view
+}
