@@ -229,6 +229,15 @@ std::vector<std::pair<std::string, Make>> ops() {
     Tensor x = input({n / kNormRow, kNormRow}, dt);
     return Prepared{[x] { keep(mt::silu(x.t())); }, 2 * n * esize(dt)};
   });
+  // masked_fill of a transposed view (the mask contiguous).
+  add("masked_fill_transposed", [](int64_t n, mt::DType dt) {
+    Tensor x = input({kNormRow, n / kNormRow}, dt), m = mt::gt(mt::randn({n / kNormRow, kNormRow}), mt::zeros({}));
+    return Prepared{[x, m] { keep(mt::masked_fill(x.t(), m, 0.0)); }, 2 * n * esize(dt)};
+  });
+  add("clamp", [](int64_t n, mt::DType dt) {
+    Tensor x = input({n}, dt);
+    return Prepared{[x] { keep(mt::clamp(x, -1.0, 1.0)); }, 2 * n * esize(dt)};
+  });
   add("cat_dim1", [](int64_t n, mt::DType dt) {
     Tensor a = input({n / kNormRow, kNormRow / 2}, dt), b = input({n / kNormRow, kNormRow / 2}, dt);
     return Prepared{[a, b] { keep(mt::cat({a, b}, 1)); }, 2 * n * esize(dt)};

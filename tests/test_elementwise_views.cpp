@@ -58,15 +58,21 @@ std::vector<Case> cases() {
   return {
       {"t of [37, 53]", {37, 53}, [](const mt::Tensor& x) { return x.t(); }},
       {"t of [130, 70]", {130, 70}, [](const mt::Tensor& x) { return x.t(); }},
-      {"permute {2, 0, 1} of [5, 7, 9]", {5, 7, 9}, [](const mt::Tensor& x) { return x.permute({2, 0, 1}); }},
-      {"head split of [2, 33, 3, 8]", {2, 33, 3, 8}, [](const mt::Tensor& x) { return x.permute({0, 2, 3, 1}); }},
+      {"permute {2, 0, 1} of [5, 7, 9]",
+       {5, 7, 9},
+       [](const mt::Tensor& x) {
+         return x.permute({2, 0, 1});
+       }},
+      {"head split of [2, 33, 3, 8]",
+       {2, 33, 3, 8},
+       [](const mt::Tensor& x) {
+         return x.permute({0, 2, 3, 1});
+       }},
       {"t of [1, 33] (a size-1 dim)", {1, 33}, [](const mt::Tensor& x) { return x.t(); }},
       {"narrow of [17, 50] (rows of 40)", {17, 50}, [](const mt::Tensor& x) { return x.narrow(1, 3, 40); }},
       {"second chunk of [9, 1024]", {9, 1024}, [](const mt::Tensor& x) { return mt::chunk(x, 2, 1)[1]; }},
       {"rotary half of [4, 3, 16]", {4, 3, 16}, [](const mt::Tensor& x) { return x.narrow(2, 8, 8); }},
-      {"step-2 slice, transposed (not dense)",
-       {20, 30},
-       [](const mt::Tensor& x) { return x.slice(1, 0, 30, 2).t(); }},
+      {"step-2 slice, transposed (not dense)", {20, 30}, [](const mt::Tensor& x) { return x.slice(1, 0, 30, 2).t(); }},
       {"t of [0, 5] (empty)", {0, 5}, [](const mt::Tensor& x) { return x.t(); }},
       {"0-dim", {}, [](const mt::Tensor& x) { return x; }},
   };
@@ -159,4 +165,54 @@ TEST(ElementwiseViews, GradientsThroughTransposedViews) {
   const mt::Tensor a2 = a.detach().t().contiguous().requires_grad_();
   const mt::Tensor ga2 = mt::autograd::grad({mt::silu(a2) * b}, {a2}, {g})[0];
   expect_same(ga, ga2.t(), "silu(a^T) * b, d/da", false);  // the transpose's backward: a view
+}
+
+TEST(ElementwiseViews, WhereAndMaskedFillOnTransposedViews) {
+  mt::manual_seed(7);
+  for (mt::DType dt : {mt::kFloat32, mt::kBFloat16, mt::kInt64, mt::kBool}) {
+    const mt::Tensor x = dt == mt::kBool ? mt::gt(mt::randn({70, 130}), mt::zeros({})) : sample({70, 130}, dt);
+    const mt::Tensor other = dt == mt::kBool ? mt::gt(mt::randn({130, 70}), mt::zeros({})) : sample({130, 70}, dt);
+    const mt::Tensor mask = mt::gt(mt::randn({130, 70}), mt::zeros({})),
+                     mask_t = mt::gt(mt::randn({70, 130}), mt::zeros({}));
+    const std::string d = mt::dtype_name(dt);
+    expect_same(mt::masked_fill(x.t(), mask, 1), mt::masked_fill(x.t().contiguous(), mask, 1),
+                "masked_fill(x^T), " + d);
+    expect_same(mt::masked_fill(other, mask_t.t(), 0), mt::masked_fill(other, mask_t.t().contiguous(), 0),
+                "masked_fill with a transposed mask, " + d);
+    expect_same(mt::where(mask_t.t(), x.t(), other), mt::where(mask_t.t().contiguous(), x.t().contiguous(), other),
+                "where(c^T, x^T, y), " + d);
+  }
+}
+
+TEST(ElementwiseViews, ClampOfNarrowFloatsIsTheFp32ClampRounded) {
+  // bf16 / fp16 clamp computes in fp32 (bounds representable in both: the same values), NaN
+  // propagates, on contiguous and transposed inputs.
+  mt::manual_seed(8);
+  for (mt::DType dt : {mt::kBFloat16, mt::kHalf}) {
+    const mt::Tensor x = sample({33, 150}, dt);
+    for (const mt::Tensor& v : {x, x.t()}) {
+      expect_same(mt::clamp(v, -1.0, 1.5), mt::clamp(v.to(mt::kFloat32), -1.0, 1.5).to(dt),
+                  std::string("clamp of ") + mt::dtype_name(dt));
+      expect_same(mt::clamp(v, std::nullopt, 0.25), mt::clamp(v.to(mt::kFloat32), std::nullopt, 0.25).to(dt),
+                  std::string("clamp max only, ") + mt::dtype_name(dt));
+    }
+  }
+}
+
+TEST(ElementwiseViews, FewLongRowsSplitAcrossThreadsMatchElementByElement) {
+  // Operands that coalesce to one row (contiguous where) or to a few long rows (a narrow of
+  // [3, 80000]) are split into pieces the threads share (core/cpu/loops.h for_each_row).
+  mt::manual_seed(9);
+  const int64_t n = 200001;
+  const mt::Tensor c = mt::gt(mt::randn({n}), mt::zeros({})), a = mt::randn({n}), b = mt::randn({n});
+  const std::vector<double> vc = values(c), va = values(a), vb = values(b), got = values(mt::where(c, a, b));
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i) wrong += got[size_t(i)] != (vc[size_t(i)] != 0 ? va[size_t(i)] : vb[size_t(i)]);
+  EXPECT_EQ(wrong, 0);
+  const mt::Tensor x = sample({3, 80000}, mt::kBFloat16);
+  for (const mt::Tensor& v : {x.narrow(1, 5, 70001), x.slice(1, 1, 80000, 2)}) {
+    expect_same(-v, -v.contiguous(), "neg of 3 long rows");
+    expect_same(mt::masked_fill(v, mt::gt(v, mt::zeros({})), 0),
+                mt::masked_fill(v.contiguous(), mt::gt(v, mt::zeros({})), 0), "masked_fill of 3 long rows");
+  }
 }

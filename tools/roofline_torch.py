@@ -186,6 +186,17 @@ def ops():
         return (lambda: F.silu(x.t()).contiguous()), 2 * n * esize(dt)
     v["silu_transposed"] = silu_transposed
 
+    def masked_fill_transposed(n, dt):
+        x = inp((K_NORM_ROW, n // K_NORM_ROW), dt)
+        m = torch.randn(n // K_NORM_ROW, K_NORM_ROW) > 0
+        return (lambda: x.t().masked_fill(m, 0.0)), 2 * n * esize(dt)
+    v["masked_fill_transposed"] = masked_fill_transposed
+
+    def clamp(n, dt):
+        x = inp((n,), dt)
+        return (lambda: torch.clamp(x, -1.0, 1.0)), 2 * n * esize(dt)
+    v["clamp"] = clamp
+
     def cat_dim1(n, dt):
         a, b = inp((n // K_NORM_ROW, K_NORM_ROW // 2), dt), inp((n // K_NORM_ROW, K_NORM_ROW // 2), dt)
         return (lambda: torch.cat([a, b], 1)), 2 * n * esize(dt)

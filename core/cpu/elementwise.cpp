@@ -135,7 +135,7 @@ void binary_block(F f, const In* a, const In* b, Out* y, int64_t n) {
   if constexpr (kHasBinaryVectorForm<F> && std::is_same_v<Acc, float>)
     vector_form_block(f, a, b, y, n);
   else
-    map_acc<Acc>(a, b, y, n, [&](Acc u, Acc v) { return f(u, v); });
+    map_acc<Acc>(a, b, y, n, [f](Acc u, Acc v) { return f(u, v); });
 }
 
 // y[i] = f(a[i], s), or f(s, a[i]) when ScalarFirst: one operand a single value (a scalar, a
@@ -160,7 +160,7 @@ void scalar_operand_block(F f, const In* a, Acc s, Out* y, int64_t n) {
     n -= done;
   }
 #endif
-  map_acc<Acc>(a, y, n, [&](Acc u) { return ScalarFirst ? f(s, u) : f(u, s); });
+  map_acc<Acc>(a, y, n, [f, s](Acc u) { return ScalarFirst ? f(s, u) : f(u, s); });
 }
 
 // y[i] = f(x[i]) over contiguous data: through the vector form where f has one (and exp),
@@ -170,7 +170,7 @@ void unary_block(F f, const In* x, Out* y, int64_t n) {
   if constexpr ((kHasVectorForm<F> || std::is_same_v<F, math::Exp>)&&std::is_same_v<Acc, float>)
     vector_form_block(f, x, y, n);
   else
-    map_acc<Acc>(x, y, n, [&](Acc v) { return f(v); });
+    map_acc<Acc>(x, y, n, [f](Acc v) { return f(v); });
 }
 
 // Whether t's elements fill numel() consecutive slots from its data pointer in some order of
@@ -187,6 +187,23 @@ bool permuted_dense(const Tensor& t) {
     expected *= size;
   }
   return true;
+}
+
+// Whether t, an input of out's shape, is read across its rows against a contiguous out: a
+// transposed or permuted view (a gradient arriving through a transpose). Element by element
+// such an input walks a new cache line per element (casts and activations 1.3-4 GB/s, binary
+// ops 2.5-6.6, where / masked_fill 0.8-1.8 at 1M).
+bool read_across_rows(const Tensor& t, const Tensor& out) {
+  return out.is_contiguous() && out.numel() > 1 && t.sizes() == out.sizes() && t.stride(t.dim() - 1) != 1 &&
+         permuted_dense(t);
+}
+
+// t made contiguous by the tiled copy where it is read across its rows against out; else t.
+Tensor along_rows(const Tensor& t, const Tensor& out) {
+  if (!read_across_rows(t, out)) return t;
+  Tensor c = make_tensor(t.sizes(), t.dtype(), t.device());
+  copy(t, c);
+  return c;
 }
 
 template <typename U>
@@ -212,13 +229,12 @@ void unary_loop(const Tensor& in, const Tensor& out, F f) {
     parallel_for(0, n, kParallelGrain, [&](int64_t b, int64_t e) { unary_block<Acc>(f, x + b, y + b, e - b); });
     return;
   }
-  // A transposed or permuted input read across its rows (autocast's cast of k^T, an activation
-  // of a transposed view): element by element, one side walks a new cache line per element
-  // (1.4-4 GB/s). Instead two vectorized passes, the tiled copy (copy_bits) on the narrower
-  // side: f in the input's memory order into a buffer of the input's layout, then the copy
-  // reorders the results; or, where the input's elements are the narrower (a bf16 -> fp32
-  // cast), the copy makes the input contiguous first.
-  if (out.is_contiguous() && in.sizes() == out.sizes() && n > 1 && in.stride(in.dim() - 1) != 1 && permuted_dense(in)) {
+  // An input read across its rows (autocast's cast of k^T, an activation of a transposed view):
+  // two vectorized passes, the tiled copy (copy_bits) on the narrower side: f in the input's
+  // memory order into a buffer of the input's layout, then the copy reorders the results; or,
+  // where the input's elements are the narrower (a bf16 -> fp32 cast), the copy makes the input
+  // contiguous first.
+  if (read_across_rows(in, out)) {
     if constexpr (sizeof(In) < sizeof(Out)) {
       Tensor staged = make_tensor(in.sizes(), in.dtype(), in.device());
       copy_elements<In>(in, staged);
@@ -256,22 +272,10 @@ void unary_loop(const Tensor& in, const Tensor& out, F f) {
 // out[i] = cast<Out>(f(a[i], b[i])), a and b broadcast/strided to out's shape.
 template <typename In, typename Out, typename Acc, typename F>
 void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
-  // An operand transposed or permuted against the output (a gradient arriving through a
-  // transpose) made contiguous by the tiled copy first: the strided loop below stays scalar
-  // and walks a new cache line per element.
-  if (out.is_contiguous() && out.numel() > 1) {
-    auto across = [&](const Tensor& t) {
-      return t.sizes() == out.sizes() && t.stride(t.dim() - 1) != 1 && permuted_dense(t);
-    };
-    if (across(a) || across(b)) {
-      auto reordered = [&](const Tensor& t) {
-        if (!across(t)) return t;
-        Tensor c = make_tensor(t.sizes(), t.dtype(), t.device());
-        copy_elements<In>(t, c);
-        return c;
-      };
-      return binary_loop<In, Out, Acc>(reordered(a), reordered(b), out, f);
-    }
+  {
+    const Tensor ra = along_rows(a, out), rb = along_rows(b, out);
+    if (ra.raw_data() != a.raw_data() || rb.raw_data() != b.raw_data())
+      return binary_loop<In, Out, Acc>(ra, rb, out, f);
   }
   const In* pa = ptr<In>(a);
   const In* pb = ptr<In>(b);
@@ -633,6 +637,11 @@ using bits_t =
 // out: any strides; cond (bool), a, b (out's dtype): broadcast to out (0 strides), e.g. a
 // [1, 1, T, T] mask over [B, H, T, T] scores, which coalesces to rows of T * T unit-stride elements.
 void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
+  {
+    const Tensor rc = along_rows(cond, out), ra = along_rows(a, out), rb = along_rows(b, out);
+    if (rc.raw_data() != cond.raw_data() || ra.raw_data() != a.raw_data() || rb.raw_data() != b.raw_data())
+      return where(rc, ra, rb, out);
+  }
   dispatch_all(out.dtype(), [&]<typename T>() {
     using U = bits_t<sizeof(T)>;
     static_assert(sizeof(U) == sizeof(T));

@@ -447,6 +447,27 @@ void for_each_row(const Shape& shape_in, const std::array<Shape, N>& strides_in,
   for (size_t k = 0; k < N; ++k) inner_st[k] = st[k].back();
   int64_t rows = 1;
   for (int64_t d = 0; d < nd - 1; ++d) rows *= shape[d];
+  // Fewer rows than threads while a row is long (operands that coalesce to one row: a where of
+  // contiguous tensors, a gradient accumulated into a leaf): the rows split into pieces the
+  // threads share, else one thread took the whole op.
+  if (rows < 8 && inner >= 2 * kParallelGrain) {
+    const int64_t pieces = inner / kParallelGrain;
+    parallel_for(0, rows * pieces, 1, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        int64_t rem = t / pieces;
+        std::array<int64_t, N> off{};
+        for (int64_t d = nd - 2; d >= 0; --d) {
+          const int64_t i = rem % shape[d];
+          rem /= shape[d];
+          for (size_t k = 0; k < N; ++k) off[k] += i * st[k][d];
+        }
+        const int64_t begin = t % pieces * inner / pieces, end = (t % pieces + 1) * inner / pieces;
+        for (size_t k = 0; k < N; ++k) off[k] += begin * inner_st[k];
+        body(off, end - begin, inner_st);
+      }
+    });
+    return;
+  }
   int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(inner, 1));
   parallel_for(0, rows, grain, [&](int64_t b, int64_t e) {
     // The multi-index of row b by one division chain per task, then an odometer: a chain of
