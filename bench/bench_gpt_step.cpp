@@ -12,9 +12,12 @@
 // (scale_user_*; tools/torch_gpt.py builds the same model in PyTorch), fp32 and bf16, and the
 // 2048^3 GEMM rate of each dtype (gemm_fp32, gemm_bf16) for the MFU column of
 // tools/compare_pytorch.py --scaling. --sizes DxT[,DxT...] registers those sizes instead (widths and
-// contexts the kernels were not tuned on: 320x200 with --head-dim 40).
+// contexts the kernels were not tuned on: 320x200 with --head-dim 40). Each size also runs a
+// LLaMA-style model no kernel was tuned for, written from primitives (scale_llama_*: RMSNorm,
+// rotary embeddings, SwiGLU; tools/torch_gpt.py Llama in PyTorch).
 //   build/bench/bench_gpt_step --profile user 256 512 bf16   # one scaled step by op (profiler)
 //   build/bench/bench_gpt_step --head-dim 128 --profile user 512 256 bf16   # 4 heads of 128
+//   build/bench/bench_gpt_step --profile llama 256 256 bf16   # the LLaMA-style model
 //   (MT_TRACE=trace.json also writes the profile's Chrome trace: shapes and dtypes of each call)
 #include <benchmark/benchmark.h>
 #include <mantissa.h>
@@ -125,6 +128,92 @@ struct UserGPT : mt::nn::Module {
   }
 };
 
+// A LLaMA-style model as a user writes it from primitives, none of it tuned for: RMSNorm as
+// x * rsqrt(mean(x^2) + eps) * w, rotary position embeddings by narrow + neg + cat on a permuted
+// view, attention from matmul + masked_fill + softmax + matmul, a SwiGLU MLP (silu(x W1) * x W3)
+// of width 8d/3 rounded up to 32, no biases, an untied head (tools/torch_gpt.py: Llama).
+mt::Tensor rms_norm_primitives(const mt::Tensor& x, const mt::Tensor& w) {
+  return x * mt::rsqrt(mt::mean(x * x, {-1}, true) + 1e-5) * w;
+}
+
+// x [N, H, T, E] rotated by the angles of cos / sin [T, E] (the two halves of E as one pair).
+mt::Tensor rotary(const mt::Tensor& x, const mt::Tensor& cos, const mt::Tensor& sin) {
+  const int64_t half = x.size(-1) / 2;
+  const mt::Tensor rotated = mt::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+  return x * cos + rotated * sin;
+}
+
+struct LlamaBlock : mt::nn::Module {
+  int64_t heads;
+  mt::Tensor norm_1, norm_2;
+  mt::nn::Linear qkv, proj, w1, w3, w2;
+  LlamaBlock(int64_t d, int64_t h, int64_t hidden)
+      : heads(h),
+        qkv(d, 3 * d, false),
+        proj(d, d, false),
+        w1(d, hidden, false),
+        w3(d, hidden, false),
+        w2(hidden, d, false) {
+    norm_1 = register_parameter("norm_1", mt::ones({d}));
+    norm_2 = register_parameter("norm_2", mt::ones({d}));
+    register_module("qkv", qkv);
+    register_module("proj", proj);
+    register_module("w1", w1);
+    register_module("w3", w3);
+    register_module("w2", w2);
+  }
+  // x [N, T, D]; mask: bool [T, T], true above the diagonal; cos, sin [T, E].
+  mt::Tensor forward(const mt::Tensor& x, const mt::Tensor& mask, const mt::Tensor& cos, const mt::Tensor& sin) {
+    const int64_t N = x.size(0), T = x.size(1), D = x.size(2), E = D / heads;
+    mt::Tensor qkv3 = qkv(rms_norm_primitives(x, norm_1)).reshape({N, T, 3, heads, E}).permute({2, 0, 3, 1, 4});
+    mt::Tensor q = rotary(qkv3.select(0, 0), cos, sin), k = rotary(qkv3.select(0, 1), cos, sin);
+    mt::Tensor s = mt::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(E)));
+    mt::Tensor p = mt::softmax(mt::masked_fill(s, mask, -INFINITY), -1);
+    mt::Tensor y = mt::matmul(p, qkv3.select(0, 2)).transpose(1, 2).reshape({N, T, D});
+    mt::Tensor h = x + proj(y);
+    const mt::Tensor n = rms_norm_primitives(h, norm_2);
+    return h + w2(mt::silu(w1(n)) * w3(n));
+  }
+  mt::Tensor forward(const mt::Tensor& x) override { return x; }  // unused: the mask is needed
+};
+
+struct UserLlama : mt::nn::Module {
+  mt::nn::Embedding tok_emb;
+  std::deque<LlamaBlock> blocks;
+  mt::Tensor norm_f;
+  mt::nn::Linear head;
+  mt::Tensor mask, cos, sin;
+  UserLlama(int64_t vocab, int64_t context, int64_t layers, int64_t heads, int64_t d)
+      : tok_emb(vocab, d), head(d, vocab, false) {
+    register_module("tok_emb", tok_emb);
+    const int64_t hidden = (8 * d / 3 + 31) / 32 * 32;
+    for (int64_t i = 0; i < layers; ++i) {
+      char name[24];
+      std::snprintf(name, sizeof name, "h%lld", static_cast<long long>(i));
+      register_module(name, blocks.emplace_back(d, heads, hidden));
+    }
+    norm_f = register_parameter("norm_f", mt::ones({d}));
+    register_module("head", head);
+    mask = mt::triu(mt::ones({context, context}), 1).to(mt::kBool);
+    // Angle of position t and pair i: t / 10000^(2i / E), for both halves of E.
+    const int64_t E = d / heads;
+    const mt::Tensor inv_freq = mt::pow(mt::full({E / 2}, 10000.0), mt::arange(0, E, 2).to(mt::kFloat32) * (-1.0 / E));
+    const mt::Tensor angles = mt::arange(context).to(mt::kFloat32).reshape({context, 1}) * inv_freq;
+    cos = mt::cos(mt::cat({angles, angles}, -1));
+    sin = mt::sin(mt::cat({angles, angles}, -1));
+    for (auto& [name, t] : named_parameters())
+      if (t.dim() >= 2) {
+        mt::NoGradGuard ng;
+        t.copy_(mt::randn(t.sizes()) * 0.02);
+      }
+  }
+  mt::Tensor forward(const mt::Tensor& tokens) override {
+    mt::Tensor h = tok_emb(tokens);
+    for (auto& b : blocks) h = b.forward(h, mask, cos, sin);
+    return head(rms_norm_primitives(h, norm_f));
+  }
+};
+
 // One AdamW step of `net` (fp32 master weights) at batch N x T, as gpt_step, as a callable.
 template <typename Net>
 std::function<void()> train_step(Net& net, int64_t T, std::optional<mt::DType> amp) {
@@ -162,14 +251,20 @@ void scaled_step(benchmark::State& state, Net& net, int64_t T, std::optional<mt:
 // The width of one attention head in the scaled models (--head-dim).
 int64_t g_head_dim = 32;
 
-// Calls f(net) with the scaled model: the user-written GPT or nn::GPT, 4 layers, heads = d /
-// g_head_dim.
+// The scaled models: nn::GPT (fused attention), the user-written GPT, the user-written LLaMA.
+enum class Model { kFused, kUser, kLlama };
+constexpr const char* kModelNames[] = {"fused", "user", "llama"};
+
+// Calls f(net) with the scaled model, 4 layers, heads = d / g_head_dim.
 template <typename Fn>
-void with_scaled_net(bool user, int64_t d, int64_t T, Fn f) {
+void with_scaled_net(Model model, int64_t d, int64_t T, Fn f) {
   mt::manual_seed(7);
   const int64_t heads = std::max<int64_t>(1, d / g_head_dim);
-  if (user) {
+  if (model == Model::kUser) {
     UserGPT net(kVocab, T, 4, heads, d);
+    f(net);
+  } else if (model == Model::kLlama) {
+    UserLlama net(kVocab, T, 4, heads, d);
     f(net);
   } else {
     mt::nn::GPT net({.vocab_size = kVocab, .context = T, .n_layer = 4, .n_head = heads, .d_model = d});
@@ -177,15 +272,15 @@ void with_scaled_net(bool user, int64_t d, int64_t T, Fn f) {
   }
 }
 
-void scale_bench(benchmark::State& state, bool user, int64_t d, int64_t T, std::optional<mt::DType> amp) {
-  with_scaled_net(user, d, T, [&](auto& net) { scaled_step(state, net, T, amp); });
+void scale_bench(benchmark::State& state, Model model, int64_t d, int64_t T, std::optional<mt::DType> amp) {
+  with_scaled_net(model, d, T, [&](auto& net) { scaled_step(state, net, T, amp); });
 }
 
-// --profile user|fused D T fp32|bf16: where one scaled step's time and allocations go, by op
+// --profile user|fused|llama D T fp32|bf16: where one scaled step's time and allocations go, by op
 // (mt::profiler::Profile over 2 steps after 2 warm-up steps; "alloc MB" is what the allocator
 // handed out for each op's output and workspace).
-int profile_scaled(bool user, int64_t d, int64_t T, std::optional<mt::DType> amp) {
-  with_scaled_net(user, d, T, [&](auto& net) {
+int profile_scaled(Model model, int64_t d, int64_t T, std::optional<mt::DType> amp) {
+  with_scaled_net(model, d, T, [&](auto& net) {
     const std::function<void()> step = train_step(net, T, amp);
     for (int i = 0; i < 2; ++i) step();
     mt::profiler::Profile profile;
@@ -196,9 +291,11 @@ int profile_scaled(bool user, int64_t d, int64_t T, std::optional<mt::DType> amp
     profile.stop();
     if (const char* p = std::getenv("MT_TRACE")) profile.write_chrome_trace(p);
     std::printf("%s, d_model %lld, context %lld, %s: %.1f ms per step\n%s",
-                user ? "user-written GPT" : "nn::GPT (fused attention)", static_cast<long long>(d),
-                static_cast<long long>(T), amp ? "bf16 autocast" : "fp32", profile.wall_ms() / 2,
-                profile.summary_table(0).c_str());
+                model == Model::kUser    ? "user-written GPT"
+                : model == Model::kLlama ? "user-written LLaMA"
+                                         : "nn::GPT (fused attention)",
+                static_cast<long long>(d), static_cast<long long>(T), amp ? "bf16 autocast" : "fp32",
+                profile.wall_ms() / 2, profile.summary_table(0).c_str());
   });
   return 0;
 }
@@ -224,10 +321,10 @@ void register_scaling(const Sizes& sizes) {
         ->UseRealTime();
     const std::optional<mt::DType> amp = dt == mt::kFloat32 ? std::nullopt : std::optional<mt::DType>(dt);
     for (const auto& [d, T] : sizes)
-      for (bool user : {false, true}) {
-        const std::string name = std::string("scale_") + (user ? "user_" : "fused_") + prec + "/d" + std::to_string(d) +
-                                 "/T" + std::to_string(T);
-        benchmark::RegisterBenchmark(name.c_str(), scale_bench, user, d, T, amp)
+      for (Model model : {Model::kFused, Model::kUser, Model::kLlama}) {
+        const std::string name = std::string("scale_") + kModelNames[int(model)] + "_" + prec + "/d" +
+                                 std::to_string(d) + "/T" + std::to_string(T);
+        benchmark::RegisterBenchmark(name.c_str(), scale_bench, model, d, T, amp)
             ->Unit(benchmark::kMillisecond)
             ->UseRealTime();
       }
@@ -279,11 +376,14 @@ int main(int argc, char** argv) {
     }
     if (std::strcmp(argv[i], "--profile") == 0) {
       if (i + 4 >= argc) {
-        std::fprintf(stderr, "usage: %s --profile user|fused D_MODEL CONTEXT fp32|bf16\n", argv[0]);
+        std::fprintf(stderr, "usage: %s --profile user|fused|llama D_MODEL CONTEXT fp32|bf16\n", argv[0]);
         return 2;
       }
       const bool bf16 = std::strcmp(argv[i + 4], "bf16") == 0;
-      return profile_scaled(std::strcmp(argv[i + 1], "user") == 0, std::atoll(argv[i + 2]), std::atoll(argv[i + 3]),
+      const Model model = std::strcmp(argv[i + 1], "user") == 0    ? Model::kUser
+                          : std::strcmp(argv[i + 1], "llama") == 0 ? Model::kLlama
+                                                                   : Model::kFused;
+      return profile_scaled(model, std::atoll(argv[i + 2]), std::atoll(argv[i + 3]),
                             bf16 ? std::optional<mt::DType>(mt::kBFloat16) : std::nullopt);
     }
     if (std::strcmp(argv[i], "--sizes") == 0) {

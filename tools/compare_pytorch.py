@@ -29,7 +29,11 @@ process, so peak RSS (ru_maxrss) is that step's. MFU = model FLOPs per step / st
 2048^3 GEMM rate of the dtype measured by Mantissa (oneDNN) in the same round; model FLOPs =
 6 * tokens * (12 * layers * d^2 + vocab * d) + 12 * layers * context * d * tokens (attention).
 --head-dim N makes the heads N wide (heads = d_model / N: the same FLOPs, fewer and wider heads
-than the 32 the kernels were tuned on) and --sizes 512x256 ... picks sizes.
+than the 32 the kernels were tuned on) and --sizes 512x256 ... picks sizes. A second table times a
+LLaMA-style model that no kernel was tuned for, written from primitives in both frameworks
+(tools/torch_gpt.py Llama, bench_gpt_step's UserLlama: RMSNorm as x * rsqrt(mean(x^2) + eps) * w,
+rotary embeddings by narrow + neg + cat, attention as above, a SwiGLU MLP of width 8d/3 rounded up
+to 32, no biases, an untied head); its FLOPs count 4 d^2 + 3 d * width per layer and token.
 """
 import argparse
 import json
@@ -163,23 +167,28 @@ def scale_sizes(args):
     return [(d, t) for d in sizes for t in sizes]
 
 
-def scale_flops(d, t):
+def llama_hidden(d):
+    return (8 * d // 3 + 31) // 32 * 32
+
+
+def scale_flops(d, t, model="gpt"):
     tokens = SCALE_TOKENS // t * t  # the batch is SCALE_TOKENS // t sequences
-    return 6 * tokens * (12 * SCALE_LAYERS * d * d + SCALE_VOCAB * d) + 12 * SCALE_LAYERS * t * d * tokens
+    per_layer = 12 * d * d if model == "gpt" else 4 * d * d + 3 * d * llama_hidden(d)
+    return 6 * tokens * (SCALE_LAYERS * per_layer + SCALE_VOCAB * d) + 12 * SCALE_LAYERS * t * d * tokens
 
 
 def torch_scale_worker(args):
-    """One scaled GPT step in PyTorch: prints {"ms": median step time}."""
+    """One scaled GPT (or LLaMA-style) step in PyTorch: prints {"ms": median step time}."""
     import torch
     import torch.nn.functional as F
     torch.set_num_threads(args.threads)
     torch.manual_seed(7)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from torch_gpt import GPT
+    from torch_gpt import GPT, Llama
     d, t, prec = args.torch_scale
     d, t = int(d), int(t)
     n = SCALE_TOKENS // t
-    net = GPT(SCALE_VOCAB, t, SCALE_LAYERS, max(1, d // args.head_dim), d)
+    net = (GPT if args.torch_model == "gpt" else Llama)(SCALE_VOCAB, t, SCALE_LAYERS, max(1, d // args.head_dim), d)
     decay = [p for p in net.parameters() if p.dim() >= 2]
     rest = [p for p in net.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
@@ -238,11 +247,13 @@ def run_scaling_round(args):
     scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
     for d, t in scale_sizes(args):
         for prec in ("fp32", "bf16"):
-            cmd = [sys.executable, __file__, "--torch-scale", str(d), str(t), prec, "--threads", str(args.threads),
-                   "--min-time", str(args.min_time), "--head-dim", str(args.head_dim)]
-            text, rss = run_measured(cmd, env)
-            out[f"torch_{prec}/d{d}/T{t}"] = (json.loads(text)["ms"], rss)
-            for impl in ("fused", "user"):
+            for model in ("gpt", "llama"):
+                cmd = [sys.executable, __file__, "--torch-scale", str(d), str(t), prec, "--torch-model", model,
+                       "--threads", str(args.threads), "--min-time", str(args.min_time), "--head-dim",
+                       str(args.head_dim)]
+                text, rss = run_measured(cmd, env)
+                out[f"torch_{model}_{prec}/d{d}/T{t}"] = (json.loads(text)["ms"], rss)
+            for impl in ("fused", "user", "llama"):
                 name = f"scale_{impl}_{prec}/d{d}/T{t}"
                 rows, rss = mantissa_bench_json(args, f"^{name}/", env)
                 out[name] = (rows[0]["real_time"] * scale[rows[0]["time_unit"]], rss)
@@ -269,11 +280,23 @@ def scaling_main(args):
         gemm = med[f"gemm_{prec}"]
         for d, t in scale_sizes(args):
             key = f"d{d}/T{t}"
-            tt, tf, tu = med[f"torch_{prec}/{key}"], med[f"scale_fused_{prec}/{key}"], med[f"scale_user_{prec}/{key}"]
+            tt, tf, tu = med[f"torch_gpt_{prec}/{key}"], med[f"scale_fused_{prec}/{key}"], med[f"scale_user_{prec}/{key}"]
             mfu = [scale_flops(d, t) / (ms * 1e-3) / gemm for ms in (tt, tf, tu)]
             print(f"| {prec} | {d} | {t} | {tt:.1f} ms | {tf:.1f} ms | {tf / tt:.2f}x | {tu:.1f} ms | {tu / tt:.2f}x | "
-                  f"{mfu[0]:.0%} | {mfu[1]:.0%} | {mfu[2]:.0%} | {rss[f'torch_{prec}/{key}']:.0f} MiB | "
+                  f"{mfu[0]:.0%} | {mfu[1]:.0%} | {mfu[2]:.0%} | {rss[f'torch_gpt_{prec}/{key}']:.0f} MiB | "
                   f"{rss[f'scale_fused_{prec}/{key}']:.0f} MiB | {rss[f'scale_user_{prec}/{key}']:.0f} MiB |")
+    print("\nLLaMA-style model from primitives (RMSNorm, rotary embeddings, SwiGLU), the same sizes:")
+    print("| prec | d_model | context | PyTorch | Mantissa | ratio | MFU PyTorch | MFU Mantissa | RSS PyTorch | "
+          "RSS Mantissa |")
+    print("| --- " * 10 + "|")
+    for prec in ("fp32", "bf16"):
+        gemm = med[f"gemm_{prec}"]
+        for d, t in scale_sizes(args):
+            key = f"d{d}/T{t}"
+            tt, tm = med[f"torch_llama_{prec}/{key}"], med[f"scale_llama_{prec}/{key}"]
+            mfu = [scale_flops(d, t, "llama") / (ms * 1e-3) / gemm for ms in (tt, tm)]
+            print(f"| {prec} | {d} | {t} | {tt:.1f} ms | {tm:.1f} ms | {tm / tt:.2f}x | {mfu[0]:.0%} | {mfu[1]:.0%} | "
+                  f"{rss[f'torch_llama_{prec}/{key}']:.0f} MiB | {rss[f'scale_llama_{prec}/{key}']:.0f} MiB |")
 
 
 def run_torch(args):
@@ -317,6 +340,7 @@ def main():
                    help="OPENBLAS_CORETYPE for PyTorch (auto: SkylakeX on AVX-512 CPUs, else the environment's)")
     p.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--torch-scale", nargs=3, help=argparse.SUPPRESS)
+    p.add_argument("--torch-model", default="gpt", choices=["gpt", "llama"], help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.torch_worker:
         return torch_worker(args)
