@@ -238,6 +238,16 @@ std::vector<std::pair<std::string, Make>> ops() {
     Tensor x = input({n}, dt);
     return Prepared{[x] { keep(mt::clamp(x, -1.0, 1.0)); }, 2 * n * esize(dt)};
   });
+  // Reductions of a transposed view: over its rows (the columns of its storage) and over its
+  // columns.
+  add("sum_transposed_dim1", [](int64_t n, mt::DType dt) {
+    Tensor x = input({n / kNormRow, kNormRow}, dt);
+    return Prepared{[x] { keep(mt::sum(x.t(), {1})); }, n * esize(dt)};
+  });
+  add("max_transposed_dim0", [](int64_t n, mt::DType dt) {
+    Tensor x = input({n / kNormRow, kNormRow}, dt);
+    return Prepared{[x] { keep(mt::amax(x.t(), {0})); }, n * esize(dt)};
+  });
   add("cat_dim1", [](int64_t n, mt::DType dt) {
     Tensor a = input({n / kNormRow, kNormRow / 2}, dt), b = input({n / kNormRow, kNormRow / 2}, dt);
     return Prepared{[a, b] { keep(mt::cat({a, b}, 1)); }, 2 * n * esize(dt)};

@@ -1,6 +1,7 @@
 #include "core/launch.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "core/backend_registry.h"
 #include "core/error.h"
@@ -153,10 +154,42 @@ Tensor column_view(const Tensor& x, const std::vector<int64_t>& dims, bool any_d
   return make_view(x, {outer, cols, n}, {so, 1, ld}, x.offset());
 }
 
-// The column view where it applies (on a GPU only when `any_device`), else the rows.
+// A transposed or permuted dense x as the view of its memory order (outermost dim first), with
+// `dims` renumbered to match, where its kept dims stay in their order (so the result's layout is
+// the same): a reduction over x.t()'s rows is then one over the columns of a contiguous tensor,
+// where the transposing copy of move_dims_last cost 6x the reduction (sum fp32 at 1M: 14 against
+// 81 GB/s). False otherwise. The reduced dims' order changes, so the arg ops (one dim) only.
+bool in_memory_order(const Tensor& x, const std::vector<int64_t>& dims, Tensor& view, std::vector<int64_t>& mapped) {
+  if (x.is_contiguous() || !is_permuted_dense(x.sizes(), x.strides())) return false;
+  std::vector<int64_t> perm(size_t(x.dim()));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return x.stride(a) > x.stride(b); });
+  auto reduced = [&](int64_t d) { return std::find(dims.begin(), dims.end(), d) != dims.end(); };
+  int64_t last_kept = -1;
+  for (int64_t d : perm) {
+    if (reduced(d)) continue;
+    if (d < last_kept) return false;
+    last_kept = d;
+  }
+  Shape sizes, strides;
+  mapped.clear();
+  for (size_t i = 0; i < perm.size(); ++i) {
+    sizes.push_back(x.size(perm[i]));
+    strides.push_back(x.stride(perm[i]));
+    if (reduced(perm[i])) mapped.push_back(int64_t(i));
+  }
+  view = make_view(x, sizes, strides, x.offset());
+  return true;
+}
+
+// The column view where it applies (on a GPU only when `any_device`), else the rows; for a
+// transposed or permuted input, of its memory order.
 Tensor columns_or_rows(const Tensor& x, const std::vector<int64_t>& dims, bool any_device) {
   Tensor columns = column_view(x, dims, any_device);
   if (columns.defined()) return columns;
+  Tensor view;
+  std::vector<int64_t> mapped;
+  if (in_memory_order(x, dims, view, mapped)) return columns_or_rows(view, mapped, any_device);
   Shape kept;
   return move_dims_last(x, dims, kept);
 }

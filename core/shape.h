@@ -25,4 +25,9 @@ std::vector<int64_t> reduction_dims(const Shape& dims, int64_t ndim, const char*
 // Strides that view a tensor of (sizes, strides) as broadcast to `target` (0 for broadcast dims).
 Shape broadcast_strides(const Shape& sizes, const Shape& strides, const Shape& target);
 
+// Whether a layout's elements fill shape_numel(sizes) consecutive slots from its first element
+// in some order of its dims (a transpose or permute of a contiguous tensor: positive strides,
+// no gaps, no broadcast; size-1 dims ignored).
+bool is_permuted_dense(const Shape& sizes, const Shape& strides);
+
 }  // namespace mantissa

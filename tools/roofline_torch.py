@@ -197,6 +197,16 @@ def ops():
         return (lambda: torch.clamp(x, -1.0, 1.0)), 2 * n * esize(dt)
     v["clamp"] = clamp
 
+    def sum_transposed_dim1(n, dt):
+        x = inp((n // K_NORM_ROW, K_NORM_ROW), dt)
+        return (lambda: x.t().sum(1)), n * esize(dt)
+    v["sum_transposed_dim1"] = sum_transposed_dim1
+
+    def max_transposed_dim0(n, dt):
+        x = inp((n // K_NORM_ROW, K_NORM_ROW), dt)
+        return (lambda: x.t().amax(0)), n * esize(dt)
+    v["max_transposed_dim0"] = max_transposed_dim0
+
     def cat_dim1(n, dt):
         a, b = inp((n // K_NORM_ROW, K_NORM_ROW // 2), dt), inp((n // K_NORM_ROW, K_NORM_ROW // 2), dt)
         return (lambda: torch.cat([a, b], 1)), 2 * n * esize(dt)
