@@ -273,30 +273,29 @@ def scaling_main(args):
           f"{os.environ.get('OPENBLAS_CORETYPE', 'detected')}); 4 layers, heads = d / {args.head_dim}, "
           f"{SCALE_TOKENS} tokens a step; GEMM 2048^3: fp32 {med['gemm_fp32'] / 1e9:.0f}, "
           f"bf16 {med['gemm_bf16'] / 1e9:.0f} GFLOP/s")
-    print("| prec | d_model | context | PyTorch | nn::GPT | ratio | user GPT | ratio | MFU PyTorch | MFU nn::GPT | "
-          "MFU user | RSS PyTorch | RSS nn::GPT | RSS user |")
-    print("| --- " * 14 + "|")
-    for prec in ("fp32", "bf16"):
-        gemm = med[f"gemm_{prec}"]
-        for d, t in scale_sizes(args):
-            key = f"d{d}/T{t}"
-            tt, tf, tu = med[f"torch_gpt_{prec}/{key}"], med[f"scale_fused_{prec}/{key}"], med[f"scale_user_{prec}/{key}"]
-            mfu = [scale_flops(d, t) / (ms * 1e-3) / gemm for ms in (tt, tf, tu)]
-            print(f"| {prec} | {d} | {t} | {tt:.1f} ms | {tf:.1f} ms | {tf / tt:.2f}x | {tu:.1f} ms | {tu / tt:.2f}x | "
-                  f"{mfu[0]:.0%} | {mfu[1]:.0%} | {mfu[2]:.0%} | {rss[f'torch_gpt_{prec}/{key}']:.0f} MiB | "
-                  f"{rss[f'scale_fused_{prec}/{key}']:.0f} MiB | {rss[f'scale_user_{prec}/{key}']:.0f} MiB |")
+    scale_table(args, med, rss, "gpt", [("nn::GPT", "fused"), ("user GPT", "user")])
     print("\nLLaMA-style model from primitives (RMSNorm, rotary embeddings, SwiGLU), the same sizes:")
-    print("| prec | d_model | context | PyTorch | Mantissa | ratio | MFU PyTorch | MFU Mantissa | RSS PyTorch | "
-          "RSS Mantissa |")
-    print("| --- " * 10 + "|")
+    scale_table(args, med, rss, "llama", [("Mantissa", "llama")])
+
+
+def scale_table(args, med, rss, model, impls):
+    """PyTorch's step of `model` next to Mantissa's `impls` ((column name, benchmark name) pairs)
+    at each size and precision: times and ratios, then MFU, then peak RSS."""
+    names = [name for name, _ in impls]
+    cols = ["prec", "d_model", "context", "PyTorch"] + [c for name in names for c in (name, "ratio")]
+    cols += ["MFU PyTorch"] + [f"MFU {name}" for name in names] + ["RSS PyTorch"] + [f"RSS {name}" for name in names]
+    print("| " + " | ".join(cols) + " |")
+    print("| --- " * len(cols) + "|")
     for prec in ("fp32", "bf16"):
-        gemm = med[f"gemm_{prec}"]
         for d, t in scale_sizes(args):
             key = f"d{d}/T{t}"
-            tt, tm = med[f"torch_llama_{prec}/{key}"], med[f"scale_llama_{prec}/{key}"]
-            mfu = [scale_flops(d, t, "llama") / (ms * 1e-3) / gemm for ms in (tt, tm)]
-            print(f"| {prec} | {d} | {t} | {tt:.1f} ms | {tm:.1f} ms | {tm / tt:.2f}x | {mfu[0]:.0%} | {mfu[1]:.0%} | "
-                  f"{rss[f'torch_llama_{prec}/{key}']:.0f} MiB | {rss[f'scale_llama_{prec}/{key}']:.0f} MiB |")
+            keys = [f"torch_{model}_{prec}/{key}"] + [f"scale_{bench}_{prec}/{key}" for _, bench in impls]
+            ms = [med[k] for k in keys]
+            cells = [prec, str(d), str(t), f"{ms[0]:.1f} ms"] + [c for m in ms[1:] for c in (f"{m:.1f} ms",
+                                                                                            f"{m / ms[0]:.2f}x")]
+            cells += [f"{scale_flops(d, t, model) / (m * 1e-3) / med[f'gemm_{prec}']:.0%}" for m in ms]
+            cells += [f"{rss[k]:.0f} MiB" for k in keys]
+            print("| " + " | ".join(cells) + " |")
 
 
 def run_torch(args):
