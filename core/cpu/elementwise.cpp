@@ -193,14 +193,17 @@ Tensor along_rows(const Tensor& t, const Tensor& out) {
 template <typename U>
 void copy_bits(const Tensor& src, const Tensor& dst);
 
+// The unsigned integer of Size bytes (1, 2, 4 or 8): elements moved as their bits.
+template <size_t Size>
+using bits_t =
+    std::conditional_t<Size == 1, uint8_t,
+                       std::conditional_t<Size == 2, uint16_t, std::conditional_t<Size == 4, uint32_t, uint64_t>>>;
+
 // copy_bits for elements of T's size.
 template <typename T>
 void copy_elements(const Tensor& src, const Tensor& dst) {
   static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8);
-  using U = std::conditional_t<
-      sizeof(T) == 1, uint8_t,
-      std::conditional_t<sizeof(T) == 2, uint16_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
-  copy_bits<U>(src, dst);
+  copy_bits<bits_t<sizeof(T)>>(src, dst);
 }
 
 // out[i] = cast<Out>(f(cast<Acc>(in[i]))), in broadcast/strided to out's shape.
@@ -610,11 +613,6 @@ void where_row(U* y, const uint8_t* c, const U* a, const U* b, int64_t n, int64_
   }
   for (int64_t i = 0; i < n; ++i) y[i] = c[i * sc] != 0 ? a[i * sa] : b[i * sb];
 }
-
-template <size_t Size>
-using bits_t =
-    std::conditional_t<Size == 1, uint8_t,
-                       std::conditional_t<Size == 2, uint16_t, std::conditional_t<Size == 4, uint32_t, uint64_t>>>;
 
 }  // namespace
 
