@@ -43,11 +43,23 @@ TEST(ReduceViews, ReductionsOfPermutedViewsMatchContiguousCopies) {
   const std::vector<Case> cases = {
       {"x^T over its rows", {300, 70}, [](const mt::Tensor& x) { return x.t(); }, {1}},
       {"x^T over its columns", {300, 70}, [](const mt::Tensor& x) { return x.t(); }, {0}},
-      {"permute {2, 0, 1} over {0, 2}", {6, 50, 9}, [](const mt::Tensor& x) { return x.permute({2, 0, 1}); }, {0, 2}},
-      {"permute {0, 2, 1} over {1}", {4, 33, 65}, [](const mt::Tensor& x) { return x.permute({0, 2, 1}); }, {1}},
+      {"permute {2, 0, 1} over {0, 2}",
+       {6, 50, 9},
+       [](const mt::Tensor& x) {
+         return x.permute({2, 0, 1});
+       },
+       {0, 2}},
+      {"permute {0, 2, 1} over {1}",
+       {4, 33, 65},
+       [](const mt::Tensor& x) {
+         return x.permute({0, 2, 1});
+       },
+       {1}},
       {"permute {1, 0, 2} over {2} (kept dims out of order)",
        {5, 7, 40},
-       [](const mt::Tensor& x) { return x.permute({1, 0, 2}); },
+       [](const mt::Tensor& x) {
+         return x.permute({1, 0, 2});
+       },
        {2}},
       {"x^T with a size-1 dim", {1, 64}, [](const mt::Tensor& x) { return x.t(); }, {0}},
       {"x^T over all dims", {40, 30}, [](const mt::Tensor& x) { return x.t(); }, {0, 1}},
