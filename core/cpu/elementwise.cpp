@@ -190,22 +190,6 @@ Tensor along_rows(const Tensor& t, const Tensor& out) {
   return c;
 }
 
-template <typename U>
-void copy_bits(const Tensor& src, const Tensor& dst);
-
-// The unsigned integer of Size bytes (1, 2, 4 or 8): elements moved as their bits.
-template <size_t Size>
-using bits_t =
-    std::conditional_t<Size == 1, uint8_t,
-                       std::conditional_t<Size == 2, uint16_t, std::conditional_t<Size == 4, uint32_t, uint64_t>>>;
-
-// copy_bits for elements of T's size.
-template <typename T>
-void copy_elements(const Tensor& src, const Tensor& dst) {
-  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8);
-  copy_bits<bits_t<sizeof(T)>>(src, dst);
-}
-
 // out[i] = cast<Out>(f(cast<Acc>(in[i]))), in broadcast/strided to out's shape.
 template <typename In, typename Out, typename Acc, typename F>
 void unary_loop(const Tensor& in, const Tensor& out, F f) {
@@ -217,21 +201,21 @@ void unary_loop(const Tensor& in, const Tensor& out, F f) {
     return;
   }
   // An input read across its rows (autocast's cast of k^T, an activation of a transposed view):
-  // two vectorized passes, the tiled copy (copy_bits) on the narrower side: f in the input's
+  // two vectorized passes, the tiled copy (copy -> copy_bits) on the narrower side: f in the input's
   // memory order into a buffer of the input's layout, then the copy reorders the results; or,
   // where the input's elements are the narrower (a bf16 -> fp32 cast), the copy makes the input
   // contiguous first.
   if (read_across_rows(in, out)) {
     if constexpr (sizeof(In) < sizeof(Out)) {
       Tensor staged = make_tensor(in.sizes(), in.dtype(), in.device());
-      copy_elements<In>(in, staged);
+      copy(in, staged);
       const In* s = ptr<In>(staged);
       parallel_for(0, n, kParallelGrain, [&](int64_t b, int64_t e) { unary_block<Acc>(f, s + b, y + b, e - b); });
     } else {
       Tensor staged = make_view(make_tensor(out.sizes(), out.dtype(), out.device()), in.sizes(), in.strides(), 0);
       Out* t = ptr<Out>(staged);
       parallel_for(0, n, kParallelGrain, [&](int64_t b, int64_t e) { unary_block<Acc>(f, x + b, t + b, e - b); });
-      copy_elements<Out>(staged, out);
+      copy(staged, out);
     }
     return;
   }
@@ -613,6 +597,11 @@ void where_row(U* y, const uint8_t* c, const U* a, const U* b, int64_t n, int64_
   }
   for (int64_t i = 0; i < n; ++i) y[i] = c[i * sc] != 0 ? a[i * sa] : b[i * sb];
 }
+
+template <size_t Size>
+using bits_t =
+    std::conditional_t<Size == 1, uint8_t,
+                       std::conditional_t<Size == 2, uint16_t, std::conditional_t<Size == 4, uint32_t, uint64_t>>>;
 
 }  // namespace
 
