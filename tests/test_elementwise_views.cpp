@@ -216,3 +216,43 @@ TEST(ElementwiseViews, FewLongRowsSplitAcrossThreadsMatchElementByElement) {
                 mt::masked_fill(v.contiguous(), mt::gt(v, mt::zeros({})), 0), "masked_fill of 3 long rows");
   }
 }
+
+TEST(ElementwiseViews, ShortRowsInBlocksEqualTheContiguousKernels) {
+  // Rows of at most 64 unit-stride elements go through the vector kernels in blocks of whole
+  // rows (core/cpu/loops.h for_each_short_rows): gathered where a side's rows are not adjacent,
+  // scattered back where the output's are not (an in-place op on a narrow). Row counts that
+  // leave a partial block, rows of 1, 16, 64 (the longest) and 65 (the row-by-row path), a
+  // broadcast row, a head-split q against a [T, E] table (rotary embeddings), and empty dims.
+  mt::manual_seed(10);
+  for (mt::DType dt : {mt::kFloat32, mt::kBFloat16, mt::kHalf, mt::kFloat64, mt::kInt64}) {
+    const std::string d = mt::dtype_name(dt);
+    for (int64_t len : {1, 16, 64, 65}) {
+      const mt::Tensor x = sample({3001, len + 7}, dt);
+      const mt::Tensor v = x.narrow(1, 5, len);
+      const std::string what = "rows of " + std::to_string(len) + ", " + d;
+      expect_same(-v, -v.contiguous(), "neg of " + what);
+      if (mt::is_floating(dt)) expect_same(mt::silu(v), mt::silu(v.contiguous()), "silu of " + what);
+      const mt::Tensor w = sample({3001, len}, dt), bias = sample({len}, dt);
+      expect_same(v * w, v.contiguous() * w, "narrow * contiguous, " + what);
+      expect_same(v + bias, v.contiguous() + bias, "narrow + a broadcast row, " + what);
+      // In place on the narrow: the result goes back to rows that are not adjacent, and the
+      // columns outside the narrow keep their values.
+      mt::Tensor in_place = x.clone(), want = x.clone();
+      in_place.narrow(1, 5, len).mul_(w);
+      want.narrow(1, 5, len).copy_(v.contiguous() * w);
+      expect_same(in_place, want, "narrow *= w, " + what);
+    }
+    const mt::Tensor q = sample({2, 300, 4, 32}, dt), table = sample({300, 32}, dt);
+    const mt::Tensor qh = q.permute({0, 2, 1, 3});
+    expect_same(qh * table, qh.contiguous() * table, "head-split q * table, " + d);
+    expect_same(mt::cat({-qh.narrow(3, 16, 16), qh.narrow(3, 0, 16)}, 3),
+                mt::cat({-qh.contiguous().narrow(3, 16, 16), qh.contiguous().narrow(3, 0, 16)}, 3),
+                "rotate_half of a head-split q, " + d);
+  }
+  // Many rows: the runs split across threads.
+  const mt::Tensor big = sample({70000, 32}, mt::kBFloat16);
+  expect_same(-big.narrow(1, 16, 16), -big.narrow(1, 16, 16).contiguous(), "neg of 70000 rows of 16");
+  const mt::Tensor e = sample({0, 32}, mt::kFloat32), e2 = sample({5, 0}, mt::kFloat32);
+  expect_same(-e.narrow(1, 0, 16), -e.narrow(1, 0, 16).contiguous(), "rows of 16, none of them");
+  expect_same(-e2.narrow(1, 0, 0), mt::zeros({5, 0}), "rows of 0");
+}

@@ -48,6 +48,92 @@ bool same_layout_contiguous(const Tensor& a, const Tensor& b) {
   return a.is_contiguous() && b.is_contiguous() && a.sizes() == b.sizes();
 }
 
+// `bytes` (a short row: up to a few hundred) from src to dst: whole zmm moves, a ymm and an
+// xmm move, and a masked tail only below 16 bytes on AVX-512, so a short row costs a few
+// instructions rather than a call or a loop of unknown trip count (a masked store costs Zen 5
+// several plain ones).
+// `stream`: non-temporal stores (the caller checked dst and bytes are multiples of 64).
+inline void move_short_row(const char* src, char* dst, int64_t bytes, bool stream) {
+#if defined(__AVX512BW__)
+  int64_t k = 0;
+  if (stream) {
+    for (; k < bytes; k += 64) _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + k), _mm512_loadu_si512(src + k));
+    return;
+  }
+  for (; k + 64 <= bytes; k += 64) _mm512_storeu_si512(dst + k, _mm512_loadu_si512(src + k));
+  if (k + 32 <= bytes) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + k),
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + k)));
+    k += 32;
+  }
+  if (k + 16 <= bytes) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k), _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + k)));
+    k += 16;
+  }
+  if (k < bytes) {
+    const __mmask64 m = _cvtu64_mask64(~uint64_t(0) >> (64 - (bytes - k)));
+    _mm512_mask_storeu_epi8(dst + k, m, _mm512_maskz_loadu_epi8(m, src + k));
+  }
+#else
+  (void)stream;
+  std::memcpy(dst, src, size_t(bytes));
+#endif
+}
+
+// `rows` rows of `bytes` each, src_step and dst_step bytes apart. Every value in
+// a register, and the common row sizes as constants the moves unroll to: through one
+// move_short_row per row that reloaded its sizes and steps (the stores may alias them), a
+// [32768, 16] fp32 half of a cat took 1.7x a memcpy of its bytes.
+inline void move_short_rows(const char* src, int64_t src_step, char* dst, int64_t dst_step, int64_t rows, int64_t bytes,
+                            bool stream) {
+  auto each = [&](auto row_bytes) {
+    for (int64_t i = 0; i < rows; ++i, src += src_step, dst += dst_step) move_short_row(src, dst, row_bytes, stream);
+  };
+  switch (bytes) {
+    case 16:
+      return each(std::integral_constant<int64_t, 16>());
+    case 32:
+      return each(std::integral_constant<int64_t, 32>());
+    case 64:
+      return each(std::integral_constant<int64_t, 64>());
+    case 128:
+      return each(std::integral_constant<int64_t, 128>());
+    default:
+      return each(bytes);
+  }
+}
+
+// Short rows (for_each_short_rows) go through the vector kernels in blocks of whole rows:
+// rows of at most kShortRow elements, blocks of at most kRowBlock elements.
+constexpr int64_t kShortRow = 64, kRowBlock = 1024;
+
+// Rows [0, m) of a run of short rows `rs` elements apart, `inner` long, as adjacent rows: p
+// itself where they already are, else gathered into buf.
+template <typename T>
+const T* adjacent_rows(const T* p, int64_t rs, int64_t inner, int64_t m, T* buf) {
+  if (rs == inner) return p;
+  constexpr int64_t es = int64_t(sizeof(T));
+  move_short_rows(reinterpret_cast<const char*>(p), rs * es, reinterpret_cast<char*>(buf), inner * es, m, inner * es,
+                  false);
+  return buf;
+}
+
+// Writes m adjacent rows of `inner` elements from buf to rows `rs` apart at y, unless buf is y.
+template <typename T>
+void scatter_rows(const T* buf, T* y, int64_t rs, int64_t inner, int64_t m) {
+  if (buf == y) return;
+  constexpr int64_t es = int64_t(sizeof(T));
+  move_short_rows(reinterpret_cast<const char*>(buf), inner * es, reinterpret_cast<char*>(y), rs * es, m, inner * es,
+                  false);
+}
+
+// body(r, m) for the blocks [r, r + m) of whole rows of a run of `rows` rows of `inner` elements.
+template <typename F>
+void for_each_row_block(int64_t rows, int64_t inner, F&& body) {
+  const int64_t per_block = std::max<int64_t>(1, kRowBlock / inner);
+  for (int64_t r = 0; r < rows; r += per_block) body(r, std::min(per_block, rows - r));
+}
+
 #if defined(__AVX512BF16__)
 // The even and odd bf16 elements of the 16 words at p as floats.
 inline void bf16_halves(const BFloat16* p, __m512& even, __m512& odd) {
@@ -220,10 +306,25 @@ void unary_loop(const Tensor& in, const Tensor& out, F f) {
     return;
   }
   Shape in_st = broadcast_strides(in.sizes(), in.strides(), out.sizes());
+  // Short unit-stride rows (a narrow of the last dim: rotary embeddings' halves) in blocks of
+  // whole rows: per row, the vector kernel's set-up and tail cost more than 16 elements' math
+  // (neg of a rotary half ran at 4-8 GB/s).
+  if (for_each_short_rows<2>(
+          out.sizes(), {out.strides(), in_st}, kShortRow, [&](auto off, int64_t rows, int64_t inner, auto rs) {
+            for_each_row_block(rows, inner, [&](int64_t r, int64_t m) {
+              alignas(64) In xb[kRowBlock];
+              alignas(64) Out yb[kRowBlock];
+              Out* yo = y + off[0] + r * rs[0];
+              Out* yd = rs[0] == inner ? yo : yb;
+              unary_block<Acc>(f, adjacent_rows(x + off[1] + r * rs[1], rs[1], inner, m, xb), yd, m * inner);
+              scatter_rows(yd, yo, rs[0], inner, m);
+            });
+          }))
+    return;
   for_each_row<2>(out.sizes(), {out.strides(), in_st}, [&](auto off, int64_t len, auto st) {
     Out* yo = y + off[0];
     const In* xo = x + off[1];
-    // Unit-stride rows (a narrow of the last dim: rotary embeddings' halves) as contiguous blocks.
+    // Long unit-stride rows (a GLU's chunk) as contiguous blocks.
     if (st[0] == 1 && st[1] == 1) return unary_block<Acc>(f, xo, yo, len);
     // Other strides through a gathered block: the same vector math as the contiguous kernels,
     // so a result does not depend on its input's layout (the scalar functor's exp differed
@@ -265,6 +366,21 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
   }
   Shape sa = broadcast_strides(a.sizes(), a.strides(), out.sizes());
   Shape sb = broadcast_strides(b.sizes(), b.strides(), out.sizes());
+  // Short unit-stride rows (rotary embeddings: q [B, H, T, E], a head-split view, times a
+  // [T, E] table) in blocks of whole rows, as unary_loop's.
+  if (for_each_short_rows<3>(
+          out.sizes(), {out.strides(), sa, sb}, kShortRow, [&](auto off, int64_t rows, int64_t inner, auto rs) {
+            for_each_row_block(rows, inner, [&](int64_t r, int64_t m) {
+              alignas(64) In ab[kRowBlock], bb[kRowBlock];
+              alignas(64) Out yb[kRowBlock];
+              Out* yo = y + off[0] + r * rs[0];
+              Out* yd = rs[0] == inner ? yo : yb;
+              binary_block<Acc>(f, adjacent_rows(pa + off[1] + r * rs[1], rs[1], inner, m, ab),
+                                adjacent_rows(pb + off[2] + r * rs[2], rs[2], inner, m, bb), yd, m * inner);
+              scatter_rows(yd, yo, rs[0], inner, m);
+            });
+          }))
+    return;
   for_each_row<3>(out.sizes(), {out.strides(), sa, sb}, [&](auto off, int64_t len, auto st) {
     Out* yo = y + off[0];
     const In* ao = pa + off[1];
@@ -368,27 +484,6 @@ bool copy_tiled(const U* x, U* y, const Shape& sizes, const Shape& src_st, const
   return true;
 }
 
-// `bytes` (at most 256) from src to dst: whole zmm moves and one masked tail on AVX-512, so a
-// short row costs a few instructions rather than a call or a loop of unknown trip count.
-// `stream`: non-temporal stores (the caller checked dst and bytes are multiples of 64).
-inline void move_short_row(const char* src, char* dst, int64_t bytes, bool stream) {
-#if defined(__AVX512BW__)
-  int64_t k = 0;
-  if (stream) {
-    for (; k < bytes; k += 64) _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + k), _mm512_loadu_si512(src + k));
-    return;
-  }
-  for (; k + 64 <= bytes; k += 64) _mm512_storeu_si512(dst + k, _mm512_loadu_si512(src + k));
-  if (k < bytes) {
-    const __mmask64 m = _cvtu64_mask64(~uint64_t(0) >> (64 - (bytes - k)));
-    _mm512_mask_storeu_epi8(dst + k, m, _mm512_maskz_loadu_epi8(m, src + k));
-  }
-#else
-  (void)stream;
-  std::memcpy(dst, src, size_t(bytes));
-#endif
-}
-
 // A copy whose rows are contiguous on both sides but short (attention's head split
 // [B, T, H, E] -> [B, H, T, E]: rows of E = 32 elements): rows run along the next dim by its
 // two strides and the outer index steps once per such run. Through for_each_row each 64-byte
@@ -439,9 +534,7 @@ bool copy_short_rows(const U* x, U* y, const Shape& sizes, const Shape& src_st, 
         xo += i * st[1][d];
         yo += i * st[0][d];
       }
-      const char* xr = xb + xo * es + i0 * xs;
-      char* yr = yb + yo * es + i0 * ys;
-      for (int64_t i = i0; i < i1; ++i, xr += xs, yr += ys) move_short_row(xr, yr, row_bytes, stream);
+      move_short_rows(xb + xo * es + i0 * xs, xs, yb + yo * es + i0 * ys, ys, i1 - i0, row_bytes, stream);
       r += i1 - i0;
     }
     if (stream) streaming_stores_done();  // before anyone reads y

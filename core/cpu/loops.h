@@ -410,9 +410,6 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, F&& f) {
   }
 }
 
-// Walks `shape` row by row for N operands with element strides; calls
-// body(offsets, inner_size, inner_strides) once per innermost row, with offsets in elements.
-// Rows are spread over threads when the total work is large.
 // `shape` with size-1 dims dropped and adjacent dims that are contiguous with each other in
 // every operand merged (at least one dim: [1] with stride 0 for a single element).
 template <size_t N>
@@ -436,13 +433,17 @@ void coalesce_dims(const Shape& shape_in, const std::array<Shape, N>& strides_in
   }
 }
 
+// Walks `shape` row by row for N operands with element strides; calls
+// body(offsets, inner_size, inner_strides) once per innermost row, with offsets in elements.
+// Rows are spread over threads when the total work is large; `step_work`: the elements one
+// step along a row stands for (for_each_short_rows' steps are whole rows).
 template <size_t N, typename F>
-void for_each_row(const Shape& shape_in, const std::array<Shape, N>& strides_in, F&& body) {
+void for_each_row(const Shape& shape_in, const std::array<Shape, N>& strides_in, F&& body, int64_t step_work = 1) {
   Shape shape;
   std::array<Shape, N> st;
   coalesce_dims(shape_in, strides_in, shape, st);
   const int64_t nd = int64_t(shape.size());
-  const int64_t inner = shape.back();
+  const int64_t inner = shape.back(), row_work = inner * step_work;
   std::array<int64_t, N> inner_st;
   for (size_t k = 0; k < N; ++k) inner_st[k] = st[k].back();
   int64_t rows = 1;
@@ -450,8 +451,8 @@ void for_each_row(const Shape& shape_in, const std::array<Shape, N>& strides_in,
   // Fewer rows than threads while a row is long (operands that coalesce to one row: a where of
   // contiguous tensors, a gradient accumulated into a leaf): the rows split into pieces the
   // threads share, else one thread took the whole op.
-  if (rows < 8 && inner >= 2 * kParallelGrain) {
-    const int64_t pieces = inner / kParallelGrain;
+  if (rows < 8 && row_work >= 2 * kParallelGrain) {
+    const int64_t pieces = std::min(inner, row_work / kParallelGrain);
     parallel_for(0, rows * pieces, 1, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
         int64_t rem = t / pieces;
@@ -468,7 +469,7 @@ void for_each_row(const Shape& shape_in, const std::array<Shape, N>& strides_in,
     });
     return;
   }
-  int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(inner, 1));
+  int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(row_work, 1));
   parallel_for(0, rows, grain, [&](int64_t b, int64_t e) {
     // The multi-index of row b by one division chain per task, then an odometer: a chain of
     // 64-bit divisions per row cost more than a short row's copy (a [B, T, H, E] -> [B, H, T, E]
@@ -498,6 +499,28 @@ void for_each_row(const Shape& shape_in, const std::array<Shape, N>& strides_in,
       }
     }
   });
+}
+
+// Walks `shape` in runs of short rows where, after coalescing, every operand's innermost dim
+// has unit stride and at most max_inner elements (a narrow of the last dim: rotary embeddings'
+// halves of 16-64 elements, a head split's rows): body(offsets, rows, inner, row_strides) once
+// per run of `rows` rows of `inner` contiguous elements, row i at offsets + i * row_strides.
+// A caller handles a run as whole blocks of rows, not a vector kernel's set-up and tail per
+// row. Returns false, calling nothing, for other layouts.
+template <size_t N, typename F>
+bool for_each_short_rows(const Shape& shape_in, const std::array<Shape, N>& strides_in, int64_t max_inner, F&& body) {
+  Shape shape;
+  std::array<Shape, N> st;
+  coalesce_dims(shape_in, strides_in, shape, st);
+  if (shape.size() < 2 || shape.back() > max_inner || shape.back() == 0) return false;
+  for (size_t k = 0; k < N; ++k)
+    if (st[k].back() != 1) return false;
+  const int64_t inner = shape.back();
+  shape.pop_back();
+  for (size_t k = 0; k < N; ++k) st[k].pop_back();
+  for_each_row<N>(
+      shape, st, [&](auto off, int64_t rows, auto row_st) { body(off, rows, inner, row_st); }, inner);
+  return true;
 }
 
 // The element types load16 reads: float, and bf16 widened through its bits.
