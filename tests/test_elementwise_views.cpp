@@ -256,3 +256,25 @@ TEST(ElementwiseViews, ShortRowsInBlocksEqualTheContiguousKernels) {
   expect_same(-e.narrow(1, 0, 16), -e.narrow(1, 0, 16).contiguous(), "rows of 16, none of them");
   expect_same(-e2.narrow(1, 0, 0), mt::zeros({5, 0}), "rows of 0");
 }
+
+TEST(ElementwiseViews, SignOpsOfHalfFloatsOnTheirBitsEqualTheFp32OpRounded) {
+  // neg, abs and relu of bf16 / fp16 work on the values' bits (core/cpu/elementwise.cpp
+  // sign_bits_block): over every one of the 65536 bit patterns (subnormals, +-0, +-inf, NaNs of
+  // both signs), contiguous and as a narrow, each equals the op in fp32 rounded back (NaN as NaN).
+  std::vector<uint16_t> bits(65536);
+  for (size_t i = 0; i < bits.size(); ++i) bits[i] = uint16_t(i);
+  for (mt::DType dt : {mt::kBFloat16, mt::kHalf}) {
+    const mt::Tensor x = mt::from_blob(bits.data(), {512, 128}, dt, {.dtype = dt});
+    using Op = mt::Tensor (*)(const mt::Tensor&);
+    const std::vector<std::pair<std::string, Op>> ops = {{"neg", [](const mt::Tensor& v) { return -v; }},
+                                                         {"abs", [](const mt::Tensor& v) { return mt::abs(v); }},
+                                                         {"relu", [](const mt::Tensor& v) { return mt::relu(v); }}};
+    for (const auto& [name, op] : ops)
+      for (const mt::Tensor& v : {x, x.narrow(1, 8, 40)}) {
+        const std::string what = name + " of every " + mt::dtype_name(dt) + " value";
+        expect_same(op(v), op(v.to(mt::kFloat32)).to(dt), what);
+        // the sign of zero: neg(+0) = -0, abs(+0) = relu(+0) = +0
+        EXPECT_TRUE(std::signbit(values(op(mt::zeros({1}, {.dtype = dt})))[0]) == (name == "neg")) << what;
+      }
+  }
+}
