@@ -26,7 +26,9 @@ std::vector<double> values(const mt::Tensor& t) { return t.contiguous().to(mt::k
 void expect_same(const mt::Tensor& got, const mt::Tensor& want, const std::string& what, bool contiguous = true) {
   ASSERT_EQ(got.sizes(), want.sizes()) << what;
   ASSERT_EQ(got.dtype(), want.dtype()) << what;
-  if (contiguous) EXPECT_TRUE(got.is_contiguous()) << what;
+  if (contiguous) {
+    EXPECT_TRUE(got.is_contiguous()) << what;
+  }
   const std::vector<double> g = values(got), w = values(want);
   int64_t wrong = 0;
   for (size_t i = 0; i < g.size(); ++i)
@@ -221,13 +223,15 @@ TEST(ElementwiseViews, FewLongRowsSplitAcrossThreadsMatchElementByElement) {
 TEST(ElementwiseViews, ShortRowsInBlocksEqualTheContiguousKernels) {
   // Rows of at most 64 unit-stride elements go through the vector kernels in blocks of whole
   // rows (core/cpu/loops.h for_each_short_rows): gathered where a side's rows are not adjacent,
-  // scattered back where the output's are not (an in-place op on a narrow). Row counts that
-  // leave a partial block, rows of 1, 16, 64 (the longest) and 65 (the row-by-row path), a
+  // scattered back where the output's are not (an in-place op on a narrow); rows of 16, 32 and
+  // 64 of a plain element type (fp32, fp64, int64) straight from row to row, each with the
+  // contiguous kernel of a constant length. Row counts that leave a partial block, rows of 1,
+  // 16, 32, 64 (the longest) and 65 (the row-by-row path), a
   // broadcast row, a head-split q against a [T, E] table (rotary embeddings), and empty dims.
   mt::manual_seed(10);
   for (mt::DType dt : {mt::kFloat32, mt::kBFloat16, mt::kHalf, mt::kFloat64, mt::kInt64}) {
     const std::string d = mt::dtype_name(dt);
-    for (int64_t len : {1, 16, 64, 65}) {
+    for (int64_t len : {1, 16, 32, 64, 65}) {
       const mt::Tensor x = sample({3001, len + 7}, dt);
       const mt::Tensor v = x.narrow(1, 5, len);
       const std::string what = "rows of " + std::to_string(len) + ", " + d;
@@ -271,7 +275,7 @@ TEST(ElementwiseViews, SignOpsOfHalfFloatsOnTheirBitsEqualTheFp32OpRounded) {
                                                          {"abs", [](const mt::Tensor& v) { return mt::abs(v); }},
                                                          {"relu", [](const mt::Tensor& v) { return mt::relu(v); }}};
     for (const auto& [name, op] : ops)
-      for (const mt::Tensor& v : {x, x.narrow(1, 8, 40)}) {
+      for (const mt::Tensor& v : {x, x.narrow(1, 8, 40), x.narrow(1, 8, 16)}) {  // blocks; row by row
         const std::string what = name + " of every " + mt::dtype_name(dt) + " value";
         expect_same(op(v), op(v.to(mt::kFloat32)).to(dt), what);
         // the sign of zero: neg(+0) = -0, abs(+0) = relu(+0) = +0
