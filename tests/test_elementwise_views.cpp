@@ -226,8 +226,8 @@ TEST(ElementwiseViews, ShortRowsInBlocksEqualTheContiguousKernels) {
   // scattered back where the output's are not (an in-place op on a narrow); rows of 16, 32 and
   // 64 of a plain element type (fp32, fp64, int64) straight from row to row, each with the
   // contiguous kernel of a constant length. Row counts that leave a partial block, rows of 1,
-  // 16, 32, 64 (the longest) and 65 (the row-by-row path), a
-  // broadcast row, a head-split q against a [T, E] table (rotary embeddings), and empty dims.
+  // 16, 32, 64 (the longest) and 65 (the long-row path), a broadcast row, a head-split q
+  // against a [T, E] table (rotary embeddings), and empty dims.
   mt::manual_seed(10);
   for (mt::DType dt : {mt::kFloat32, mt::kBFloat16, mt::kHalf, mt::kFloat64, mt::kInt64}) {
     const std::string d = mt::dtype_name(dt);

@@ -359,9 +359,10 @@ void unary_loop(const Tensor& in, const Tensor& out, F f) {
     return;
   }
   Shape in_st = broadcast_strides(in.sizes(), in.strides(), out.sizes());
-  // Short unit-stride rows (a narrow of the last dim: rotary embeddings' halves) in blocks of
-  // whole rows: per row, the vector kernel's set-up and tail cost more than 16 elements' math
-  // (neg of a rotary half ran at 4-8 GB/s).
+  // Short unit-stride rows (a narrow of the last dim: rotary embeddings' halves) row by row at a
+  // constant length where the type is plain (kDirectShortRows), else in blocks of whole rows:
+  // per row, a vector kernel's run-time set-up and tail cost more than 16 elements' math (neg of
+  // a rotary half ran at 4-8 GB/s).
   if (for_each_short_rows<2>(
           out.sizes(), {out.strides(), in_st}, kShortRow, [&](auto off, int64_t rows, int64_t inner, auto rs) {
             if constexpr (kDirectShortRows<Acc, In, Out, F>) {
@@ -428,7 +429,7 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
   Shape sa = broadcast_strides(a.sizes(), a.strides(), out.sizes());
   Shape sb = broadcast_strides(b.sizes(), b.strides(), out.sizes());
   // Short unit-stride rows (rotary embeddings: q [B, H, T, E], a head-split view, times a
-  // [T, E] table) in blocks of whole rows, as unary_loop's.
+  // [T, E] table) row by row or in blocks of whole rows, as unary_loop's.
   if (for_each_short_rows<3>(
           out.sizes(), {out.strides(), sa, sb}, kShortRow, [&](auto off, int64_t rows, int64_t inner, auto rs) {
             if constexpr (kDirectShortRows<Acc, In, Out, F>) {

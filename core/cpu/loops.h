@@ -505,8 +505,9 @@ void for_each_row(const Shape& shape_in, const std::array<Shape, N>& strides_in,
 // has unit stride and at most max_inner elements (a narrow of the last dim: rotary embeddings'
 // halves of 16-64 elements, a head split's rows): body(offsets, rows, inner, row_strides) once
 // per run of `rows` rows of `inner` contiguous elements, row i at offsets + i * row_strides.
-// A caller handles a run as whole blocks of rows, not a vector kernel's set-up and tail per
-// row. Returns false, calling nothing, for other layouts and for rows of no elements.
+// A caller handles a run as whole blocks of rows, or row by row with the row length a
+// constant, not a vector kernel's run-time set-up and tail per row. Returns false, calling
+// nothing, for other layouts and for rows of no elements.
 template <size_t N, typename F>
 bool for_each_short_rows(const Shape& shape_in, const std::array<Shape, N>& strides_in, int64_t max_inner, F&& body) {
   Shape shape;
