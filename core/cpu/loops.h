@@ -299,61 +299,114 @@ void narrow_block(const float* src, T* dst, int64_t n) {
 template <typename In, typename Out>
 constexpr bool kSplitBf16 = std::is_same_v<In, BFloat16>&& std::is_same_v<Out, BFloat16>;
 
-// out[i] = f(a[i]) (or f(a[i], b[i])) for i in [0, n), computed in Acc, vectorized: through
-// fp32 blocks when In or Out is bf16/fp16, bf16 to bf16 by word pairs (kSplitBf16).
+// The elements map_acc hands to one `omp simd` loop of constant length: a whole number of
+// vectors at any width GCC picks (4-16 floats, 2-8 doubles).
+inline constexpr int64_t kSimdChunk = 16;
+
+// in_simd_chunks' last m < W elements, through copies padded with the last one. Out of line:
+// inlined, it kept the short-row callers (rows of 16 at a constant length) from inlining map_acc
+// (rotate_half 15 % slower).
+template <int64_t W, typename Out, typename Chunk, typename... In>
+[[gnu::noinline]] void padded_simd_chunk(Chunk chunk, Out* y, int64_t m, const In*... x) {
+  auto padded = [m](const auto* p) {
+    std::array<std::remove_cvref_t<decltype(*p)>, W> c;
+    for (int64_t j = 0; j < W; ++j) c[j] = p[std::min(j, m - 1)];
+    return c;
+  };
+  std::array<Out, W> out;
+  [&](const auto&... c) { chunk(out.data(), c.data()...); }(padded(x)...);
+  std::copy(out.data(), out.data() + m, y);
+}
+
+// chunk(y, x...) (a constant-length `omp simd` loop over W elements) over [0, n): whole chunks in
+// place, the rest through copies padded with its last element, so that every element goes
+// through the same vector code wherever it falls. A loop over n elements runs its tail on scalar
+// code, and GCC calls libmvec's vector expf / logf / sinf / tanhf / powf in a loop's body and
+// the scalar libm ones in its tail, which round differently: an element's last bit depended on
+// its position (sin of a transposed view differed from sin of its contiguous copy).
+template <int64_t W, typename Out, typename Chunk, typename... In>
+void in_simd_chunks(Chunk chunk, Out* y, int64_t n, const In*... x) {
+  int64_t i = 0;
+  for (; i + W <= n; i += W) chunk(y + i, (x + i)...);
+  if (i < n) padded_simd_chunk<W>(chunk, y + i, n - i, (x + i)...);
+}
+
+// out[i] = f(a[i]) (or f(a[i], b[i])) for i in [0, n), computed in Acc, vectorized in simd
+// chunks (in_simd_chunks): through fp32 blocks when In or Out is bf16/fp16, bf16 to bf16 by word
+// pairs (kSplitBf16).
 template <typename Acc, typename In, typename Out, typename F>
 void map_acc(const In* a, Out* out, int64_t n, F f) {
   if constexpr (kSplitBf16<In, Out> && std::is_same_v<Acc, float>) {
-    uint16_t* y = reinterpret_cast<uint16_t*>(out);
-    const int64_t h = n / 2;
+    in_simd_chunks<2 * kSimdChunk>(
+        [f](Out* o, const In* x) {
+          uint16_t* y = reinterpret_cast<uint16_t*>(o);
 #pragma omp simd
-    for (int64_t i = 0; i < h; ++i) {
-      const uint32_t w = bf16_word(a, i);
-      const float e = float(f(bf16_even(w))), o = float(f(bf16_odd(w)));
-      const uint32_t r = (bf16_high_rne(e) >> 16) | bf16_high_rne(o);
-      std::memcpy(y + 2 * i, &r, sizeof(r));
-    }
-    if (n & 1) store_float(out, n - 1, float(f(load_float(a, n - 1))));
+          for (int64_t i = 0; i < kSimdChunk; ++i) {
+            const uint32_t w = bf16_word(x, i);
+            const float e = float(f(bf16_even(w))), od = float(f(bf16_odd(w)));
+            const uint32_t r = (bf16_high_rne(e) >> 16) | bf16_high_rne(od);
+            std::memcpy(y + 2 * i, &r, sizeof(r));
+          }
+        },
+        out, n, a);
   } else if constexpr (kUseAccBlocks<In, Out, Acc>) {
     alignas(64) float buf[kAccBlock];
     for (int64_t s = 0; s < n; s += kAccBlock) {
       const int64_t m = std::min(kAccBlock, n - s);
       widen_block(a + s, buf, m);
+      in_simd_chunks<kSimdChunk>(
+          [f](float* y, const float* x) {
 #pragma omp simd
-      for (int64_t i = 0; i < m; ++i) buf[i] = float(f(buf[i]));
+            for (int64_t i = 0; i < kSimdChunk; ++i) y[i] = float(f(x[i]));
+          },
+          buf, m, static_cast<const float*>(buf));
       narrow_block(buf, out + s, m);
     }
   } else {
+    in_simd_chunks<kSimdChunk>(
+        [f](Out* y, const In* x) {
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) out[i] = cast_to<Out>(f(cast_to<Acc>(a[i])));
+          for (int64_t i = 0; i < kSimdChunk; ++i) y[i] = cast_to<Out>(f(cast_to<Acc>(x[i])));
+        },
+        out, n, a);
   }
 }
 template <typename Acc, typename In, typename Out, typename F>
 void map_acc(const In* a, const In* b, Out* out, int64_t n, F f) {
   if constexpr (kSplitBf16<In, Out> && std::is_same_v<Acc, float>) {
-    uint16_t* y = reinterpret_cast<uint16_t*>(out);
-    const int64_t h = n / 2;
+    in_simd_chunks<2 * kSimdChunk>(
+        [f](Out* o, const In* xa, const In* xb) {
+          uint16_t* y = reinterpret_cast<uint16_t*>(o);
 #pragma omp simd
-    for (int64_t i = 0; i < h; ++i) {
-      const uint32_t wa = bf16_word(a, i), wb = bf16_word(b, i);
-      const float e = float(f(bf16_even(wa), bf16_even(wb))), o = float(f(bf16_odd(wa), bf16_odd(wb)));
-      const uint32_t r = (bf16_high_rne(e) >> 16) | bf16_high_rne(o);
-      std::memcpy(y + 2 * i, &r, sizeof(r));
-    }
-    if (n & 1) store_float(out, n - 1, float(f(load_float(a, n - 1), load_float(b, n - 1))));
+          for (int64_t i = 0; i < kSimdChunk; ++i) {
+            const uint32_t wa = bf16_word(xa, i), wb = bf16_word(xb, i);
+            const float e = float(f(bf16_even(wa), bf16_even(wb))), od = float(f(bf16_odd(wa), bf16_odd(wb)));
+            const uint32_t r = (bf16_high_rne(e) >> 16) | bf16_high_rne(od);
+            std::memcpy(y + 2 * i, &r, sizeof(r));
+          }
+        },
+        out, n, a, b);
   } else if constexpr (kUseAccBlocks<In, Out, Acc>) {
     alignas(64) float ba[kAccBlock], bb[kAccBlock];
     for (int64_t s = 0; s < n; s += kAccBlock) {
       const int64_t m = std::min(kAccBlock, n - s);
       widen_block(a + s, ba, m);
       widen_block(b + s, bb, m);
+      in_simd_chunks<kSimdChunk>(
+          [f](float* y, const float* x, const float* z) {
 #pragma omp simd
-      for (int64_t i = 0; i < m; ++i) ba[i] = float(f(ba[i], bb[i]));
+            for (int64_t i = 0; i < kSimdChunk; ++i) y[i] = float(f(x[i], z[i]));
+          },
+          ba, m, static_cast<const float*>(ba), static_cast<const float*>(bb));
       narrow_block(ba, out + s, m);
     }
   } else {
+    in_simd_chunks<kSimdChunk>(
+        [f](Out* y, const In* xa, const In* xb) {
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) out[i] = cast_to<Out>(f(cast_to<Acc>(a[i]), cast_to<Acc>(b[i])));
+          for (int64_t i = 0; i < kSimdChunk; ++i) y[i] = cast_to<Out>(f(cast_to<Acc>(xa[i]), cast_to<Acc>(xb[i])));
+        },
+        out, n, a, b);
   }
 }
 
