@@ -205,7 +205,7 @@ TEST(ElementwiseViews, EveryBinaryOpOnViewsEqualsTheContiguousKernel) {
 #undef MT_CHECK_SWEPT
   mt::manual_seed(8);
   for (mt::DType dt : {mt::kFloat32, mt::kBFloat16, mt::kHalf, mt::kFloat64, mt::kInt64}) {
-    // Positive bases half the time, so pow has finite results to compare, not only NaN.
+    // a is positive, so pow(a, b) has finite results to compare, not only NaN.
     const mt::Tensor a = mt::abs(sample({53, 37}, dt)), b = sample({37, 53}, dt), c = sample({37, 60}, dt);
     const std::vector<std::pair<std::string, mt::Tensor>> views = {
         {"t of [53, 37]", a.t()},
