@@ -513,6 +513,11 @@ def later_unary_cases():
     add_case(fam, "softplus_beta_threshold", "softplus", [rnd(3, 4, lo=-3, hi=3)], {"beta": 2, "threshold": 1.5})
     add_case(fam, "mish", "mish", [rnd(3, 4, lo=-5, hi=5)])
     add_case(fam, "logsigmoid", "logsigmoid", [rnd(3, 4, lo=-5, hi=5)])
+    # The exponents pow takes by division and sqrt (PyTorch's and Mantissa's special cases).
+    add_case(fam, "pow_neg_half", "pow_scalar", [pos(2, 3)], {"exponent": -0.5})
+    add_case(fam, "pow_neg_1", "pow_scalar", [away(2, 3)], {"exponent": -1})
+    add_case(fam, "pow_neg_2", "pow_scalar", [away(2, 3)], {"exponent": -2})
+    add_case(fam, "pow_2_5", "pow_scalar", [pos(2, 3)], {"exponent": 2.5})
 
 
 def promotion_table():

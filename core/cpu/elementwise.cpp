@@ -711,7 +711,10 @@ void fill(const Tensor& dst, const Scalar& value) {
 
 void unary(UnaryOp op, const Tensor& in, const Tensor& out, double a, double b) {
   elementwise::run_unary<Dtypes>(op, in.dtype(), a, b, [&]<typename In, typename Out, typename Acc>(auto f) {
-    unary_loop<In, Out, Acc>(in, out, f);
+    if constexpr (std::is_same_v<decltype(f), math::PowScalar>)
+      math::with_pow_kind(f.e, [&](auto g) { unary_loop<In, Out, Acc>(in, out, g); });
+    else
+      unary_loop<In, Out, Acc>(in, out, f);
   });
 }
 
