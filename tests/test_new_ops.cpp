@@ -284,6 +284,33 @@ TEST(NewOpsGradcheck, NormAndSort) {
 
 // ---------------------------------------------------------------- edges
 
+// topk sorts only its k (a partial sort): its values and indices must be the first k of the
+// stable sort, ties in input order and NaN first (largest) or last (smallest), on long rows with
+// many ties, along the last dim and a leading one.
+TEST(NewOpsEdges, TopkIsTheStableSortsFirstK) {
+  mt::manual_seed(11);
+  mt::Tensor x = (mt::randn({7, 300}) * 3).to(mt::kInt64).to(mt::kFloat32);  // a dozen values per row
+  x.select(1, 5).fill_(std::numeric_limits<double>::quiet_NaN());
+  x.select(0, 2).select(0, 17).fill_(std::numeric_limits<double>::quiet_NaN());
+  for (mt::DType dt : {mt::kFloat32, mt::kBFloat16, mt::kInt64})
+    for (bool largest : {true, false})
+      for (int64_t dim : {1, 0})
+        for (int64_t k : {int64_t(1), int64_t(5), x.size(dim)}) {
+          const mt::Tensor v = x.to(dt);
+          const auto top = mt::topk(v, k, dim, largest);
+          const auto all = mt::sort(v, dim, largest, true);
+          const std::string what = std::string(mt::dtype_name(dt)) + " k " + std::to_string(k) + " dim " +
+                                   std::to_string(dim) + (largest ? " largest" : " smallest");
+          EXPECT_EQ(top.indices.to_vector<int64_t>(), all.indices.narrow(dim, 0, k).contiguous().to_vector<int64_t>())
+              << what;
+          const auto got = top.values.to(mt::kFloat64).to_vector<double>();
+          const auto want = all.values.narrow(dim, 0, k).contiguous().to(mt::kFloat64).to_vector<double>();
+          ASSERT_EQ(got.size(), want.size()) << what;
+          for (size_t i = 0; i < got.size(); ++i)
+            EXPECT_TRUE(got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i]))) << what << " at " << i;
+        }
+}
+
 TEST(NewOpsEdges, CumulativeDtypesAndShapes) {
   // Integer and bool inputs give int64; int32 overflow is not wrapped.
   auto i = mt::cumsum(mt::from_vector<int32_t>({1 << 30, 1 << 30, 5}, {3}), 0);
