@@ -885,12 +885,22 @@ void reduce(ReduceOp op, const Tensor& in, const Tensor& out) {
         return;
       }
       case ReduceOp::Prod: {
+        // Vector lanes of partial products (as PyTorch's), rows across the threads: one chain of
+        // dependent multiplies ran at 16x PyTorch's time (prod over rows of [1024, 1024] fp32).
+        // Integers multiply as uint64, wrapping as torch's int64 product without undefined
+        // behaviour, so their result does not depend on the order.
+        using ProdAcc = std::conditional_t<std::is_integral_v<Acc>, uint64_t, Acc>;
         T* y = static_cast<T*>(out.raw_data());
-        for (int64_t r = 0; r < outer; ++r) {
-          Acc acc = 1;
-          for (int64_t i = 0; i < n; ++i) acc *= cast_to<Acc>(row(r)[i]);
-          y[r] = cast_to<T>(acc);
-        }
+        parallel_for(0, outer, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)),
+                     [&](int64_t b, int64_t e) {
+                       for (int64_t r = b; r < e; ++r) {
+                         const T* p = row(r);
+                         ProdAcc acc = 1;
+#pragma omp simd reduction(* : acc)
+                         for (int64_t i = 0; i < n; ++i) acc *= ProdAcc(cast_to<Acc>(p[i]));
+                         y[r] = cast_to<T>(Acc(acc));
+                       }
+                     });
         return;
       }
       case ReduceOp::Max:
