@@ -5,7 +5,6 @@
 // PyTorch (last ascending, first descending); ties keep their input order (stable).
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "autograd/op_helpers.h"
 

@@ -150,60 +150,29 @@ struct Softplus {
 MT_UNARY_FUNCTOR(Mish, x* std::tanh(std::log1p(std::exp(x))));
 // logsigmoid(x) = log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), as torch computes it.
 MT_UNARY_FUNCTOR(LogSigmoid, (x < T(0) ? x : T(0)) - std::log1p(std::exp(-std::fabs(x))));
-// x ^ e, the exponents PyTorch takes without pow (2, 3, 0.5, -0.5, -1, -2) by products, sqrt and
-// division as it computes them, others by pow. PowOf<K> is one kind: the CPU loops take the kind
-// once per call (with_pow_kind) rather than per element, where the branch kept GCC from
-// vectorizing (pow of bf16 ran at 6 ns an element, 1.5x PyTorch's time).
-enum class PowKind { Square, Cube, Sqrt, Rsqrt, Reciprocal, InvSquare, General };
-MT_HOST_DEVICE PowKind pow_kind(double e) {
-  if (e == 2.0) return PowKind::Square;
-  if (e == 3.0) return PowKind::Cube;
-  if (e == 0.5) return PowKind::Sqrt;
-  if (e == -0.5) return PowKind::Rsqrt;
-  if (e == -1.0) return PowKind::Reciprocal;
-  if (e == -2.0) return PowKind::InvSquare;
-  return PowKind::General;
-}
-template <PowKind K>
-struct PowOf {
+// x ^ e: the exponents PyTorch takes without pow (2, 3, 0.5, -0.5, -1, -2) by products, sqrt and
+// division as it computes them (the list's own Square, Sqrt, Rsqrt and Reciprocal among them),
+// others by pow. with_pow_kind runs a caller with the functor for e, so that the CPU loops choose
+// once per call rather than per element: the branch kept GCC from vectorizing (pow of bf16 ran
+// at 6 ns an element, 1.5x PyTorch's time).
+MT_UNARY_FUNCTOR(Cube, x* x* x);
+MT_UNARY_FUNCTOR(InvSquare, T(1) / (x * x));
+struct PowGeneral {
   double e;
   template <typename T>
   MT_HOST_DEVICE T operator()(T x) const {
-    if constexpr (K == PowKind::Square)
-      return x * x;
-    else if constexpr (K == PowKind::Cube)
-      return x * x * x;
-    else if constexpr (K == PowKind::Sqrt)
-      return std::sqrt(x);
-    else if constexpr (K == PowKind::Rsqrt)
-      return T(1) / std::sqrt(x);
-    else if constexpr (K == PowKind::Reciprocal)
-      return T(1) / x;
-    else if constexpr (K == PowKind::InvSquare)
-      return T(1) / (x * x);
-    else
-      return std::pow(x, T(e));
+    return std::pow(x, T(e));
   }
 };
-// run(PowOf<K>{e}) for e's kind K.
 template <typename Run>
 MT_HOST_DEVICE void with_pow_kind(double e, Run&& run) {
-  switch (pow_kind(e)) {
-    case PowKind::Square:
-      return run(PowOf<PowKind::Square>{e});
-    case PowKind::Cube:
-      return run(PowOf<PowKind::Cube>{e});
-    case PowKind::Sqrt:
-      return run(PowOf<PowKind::Sqrt>{e});
-    case PowKind::Rsqrt:
-      return run(PowOf<PowKind::Rsqrt>{e});
-    case PowKind::Reciprocal:
-      return run(PowOf<PowKind::Reciprocal>{e});
-    case PowKind::InvSquare:
-      return run(PowOf<PowKind::InvSquare>{e});
-    case PowKind::General:
-      return run(PowOf<PowKind::General>{e});
-  }
+  if (e == 2.0) return run(Square{});
+  if (e == 3.0) return run(Cube{});
+  if (e == 0.5) return run(Sqrt{});
+  if (e == -0.5) return run(Rsqrt{});
+  if (e == -1.0) return run(Reciprocal{});
+  if (e == -2.0) return run(InvSquare{});
+  return run(PowGeneral{e});
 }
 struct PowScalar {
   double e;
