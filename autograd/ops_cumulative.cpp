@@ -1,10 +1,11 @@
-// cumsum and cumprod along one dim, composed of differentiable ops (so they run on every
-// device and double backward works): an inclusive scan in ceil(log2 n) steps of
-// "combine with the copy shifted by 1, 2, 4, ..." (Hillis-Steele). fp16/bf16 scan in fp32 and
-// round once, as PyTorch accumulates them; integer and bool inputs give int64, as torch does.
+// cumsum and cumprod along one dim: the backend's scan kernel (core/backend.h: each line
+// accumulated in order, fp16/bf16 in fp32 with one rounding, as PyTorch accumulates them;
+// integer and bool inputs give int64, as torch does). The backward is made of differentiable
+// ops (the opposite scan for cumsum), so double backward works.
 #include "amp/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
+#include "core/backend.h"
 
 // Autocast categories (PyTorch's CUDA autocast runs both in fp32).
 MT_DECLARE_CAST_POLICY(cumsum, Fp32);
@@ -15,6 +16,19 @@ namespace mantissa {
 using namespace detail;
 
 namespace {
+
+// The backend's inclusive scan of x (floating or int64, any layout) along dim, from the end
+// when `reverse`: a new contiguous tensor, no graph.
+Tensor scan_kernel(const Tensor& x, int64_t dim, bool product, bool reverse) {
+  Tensor y = make_tensor(x.sizes(), x.dtype(), x.device());
+  if (x.numel() == 0) return y;
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
+  for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
+  const Shape lines{outer, x.size(dim), inner};
+  backend_for(x.device()).scan(launch::contiguous(x).view(lines), y.view(lines), product, reverse);
+  return y;
+}
 
 // y [.., n, ..] moved by `off` along dim, towards higher indices (or lower when `reverse`),
 // the vacated positions filled with `fill`. Requires 0 < off < n.
@@ -27,27 +41,25 @@ Tensor shifted(const Tensor& y, int64_t dim, int64_t off, double fill, bool reve
   return cat({pad, y.narrow(dim, 0, n - off)}, dim);
 }
 
-// Inclusive scan of x along dim: y_i = x_0 + .. + x_i (x_0 * .. * x_i for `product`), or from
-// the end (y_i = x_i + .. + x_{n-1}) when `reverse`.
-Tensor scan(const Tensor& x, int64_t dim, bool product, bool reverse) {
-  const int64_t n = x.size(dim);
-  Tensor y = x;
-  if (x.numel() == 0) return y.clone();
-  for (int64_t off = 1; off < n; off *= 2) {
-    Tensor s = shifted(y, dim, off, product ? 1.0 : 0.0, reverse);
-    y = product ? y * s : y + s;
-  }
-  return y.is_same(x) ? x.clone() : y;
+// Differentiable cumsum along dim (from the end when `reverse`); its gradient is the opposite
+// scan of g.
+Tensor sum_scan(const Tensor& x, int64_t dim, bool reverse) {
+  Tensor y = scan_kernel(x, dim, false, reverse);
+  if (needs_grad({x}))
+    record("cumsum", {x}, y, [dim, reverse](const Tensor& g, auto&) { return Grads{sum_scan(g, dim, !reverse)}; });
+  return y;
 }
+
+Tensor product_scan(const Tensor& x, int64_t dim);
 
 // The gradient of cumprod without dividing by x (exact where x has zeros):
 // gx_i = sum_{k >= i} g_k prod_{j <= k, j != i} x_j = E_i r_i, with E_i = x_0 .. x_{i-1}
 // (exclusive cumprod) and r_i = g_i + x_{i+1} r_{i+1}, a reverse affine recurrence scanned
-// as pairs (a, b) with r_i = b_i + a_i r_{i + span}.
+// in log2(n) steps as pairs (a, b) with r_i = b_i + a_i r_{i + span}.
 Tensor cumprod_grad(const Tensor& x, const Tensor& g, int64_t dim) {
   const int64_t n = x.size(dim);
   if (x.numel() == 0 || n == 1) return g.clone();
-  Tensor excl = scan(shifted(x, dim, 1, 1.0, false), dim, true, false);
+  Tensor excl = product_scan(shifted(x, dim, 1, 1.0, false), dim);
   Tensor a = shifted(x, dim, 1, 0.0, true), b = g;
   for (int64_t off = 1; off < n; off *= 2) {
     Tensor b_next = b + a * shifted(b, dim, off, 0.0, true);
@@ -56,9 +68,22 @@ Tensor cumprod_grad(const Tensor& x, const Tensor& g, int64_t dim) {
   }
   // After a slice's first zero the gradient is 0, as PyTorch defines it (not 0 * inf = NaN
   // where another factor is infinite).
-  Tensor zeros_before = scan(shifted((x == 0.0).to(x.dtype()), dim, 1, 0.0, false), dim, false, false) > 0.0;
+  Tensor zeros_before = scan_kernel(shifted((x == 0.0).to(x.dtype()), dim, 1, 0.0, false), dim, false, false) > 0.0;
   Tensor gx = excl * b;
   return where(zeros_before, zeros_like(gx), gx);
+}
+
+// Differentiable cumprod along dim; the gradient goes through fp32 for fp16 / bf16.
+Tensor product_scan(const Tensor& x, int64_t dim) {
+  Tensor y = scan_kernel(x, dim, true, false);
+  if (needs_grad({x})) {
+    record("cumprod", {x}, y, [sx = SavedTensor(x), dim](const Tensor& g, auto&) {
+      Tensor x = sx.unpack();
+      const DType compute = x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16 ? DType::Float32 : x.dtype();
+      return Grads{cumprod_grad(x.to(compute), g.to(compute), dim).to(x.dtype())};
+    });
+  }
+  return y;
 }
 
 Tensor cumulative(const amp::OpPolicy& policy, const Tensor& x0, int64_t dim_in, bool product) {
@@ -67,29 +92,10 @@ Tensor cumulative(const amp::OpPolicy& policy, const Tensor& x0, int64_t dim_in,
   Tensor x = amp::autocast_one(policy, x0);
   const bool scalar = x.dim() == 0;
   const int64_t dim = wrap_dim(dim_in, scalar ? 1 : x.dim(), name);
-  const DType out_t = is_floating(x.dtype()) ? x.dtype() : DType::Int64;
-  // fp16/bf16 accumulate in fp32 (one rounding at the end); integers and bool in int64.
-  const DType compute = out_t == DType::Float16 || out_t == DType::BFloat16 ? DType::Float32 : out_t;
   Tensor xr = scalar ? x.reshape({1}) : x;
-  Tensor y;
-  {
-    NoGradGuard guard;
-    Tensor xc = xr.dtype() == compute ? xr : launch::cast(xr, compute);
-    y = scan(xc, dim, product, false);
-    if (y.dtype() != out_t) y = launch::cast(y, out_t);
-  }
-  if (needs_grad({xr})) {
-    if (product) {
-      record("cumprod", {xr}, y, [sx = SavedTensor(xr), dim, compute](const Tensor& g, auto&) {
-        Tensor x = sx.unpack();
-        return Grads{cumprod_grad(x.to(compute), g.to(compute), dim).to(x.dtype())};
-      });
-    } else {
-      record("cumsum", {xr}, y, [dim, compute, dt = xr.dtype()](const Tensor& g, auto&) {
-        return Grads{scan(g.to(compute), dim, false, true).to(dt)};
-      });
-    }
-  }
+  // Integers and bool scan in int64 (no gradient flows through them).
+  if (!is_floating(xr.dtype())) xr = launch::cast(xr, DType::Int64);
+  Tensor y = product ? product_scan(xr, dim) : sum_scan(xr, dim, false);
   return scalar ? y.reshape({}) : y;
 }
 

@@ -74,6 +74,10 @@ struct FusedStepArgs {
   /* in, out: contiguous [outer, n] or [outer, n, inner] (any floating dtypes); softmax or log_softmax */         \
   /* along n, computed in fp32 (fp64 when either is fp64). The backward is NnKernels::softmax_backward. */        \
   X(softmax, (const Tensor& in, const Tensor& out, bool log), Softmax)                                            \
+  /* in, out: contiguous [outer, n, inner], one dtype (floating or int64): the inclusive scan along n, */         \
+  /* out_i = in_0 + .. + in_i (in_0 * .. * in_i for `product`; from the end, in_i + .. + in_{n-1}, when */        \
+  /* `reverse`), accumulated in order in fp64 on the CPU (fp32 on CUDA below fp64), int64 wrapping. */            \
+  X(scan, (const Tensor& in, const Tensor& out, bool product, bool reverse), Named)                               \
   /* a: [B, M, K], b: [B, K, N] (any strides with unit stride in one of the last two dims or */                   \
   /* contiguous); bias: undefined or contiguous [N] of out's dtype, added to every row in the */                  \
   /* accumulator before the single rounding to out's dtype (linear's epilogue); out: contiguous */                \

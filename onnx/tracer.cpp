@@ -93,6 +93,10 @@ const Backend& twin_backend() {
       cpu_backend().softmax(in, out, log);
       if (KernelTracer* k = rec()) k->softmax(in, out, log);
     };
+    t.scan = [](const Tensor& in, const Tensor& out, bool product, bool reverse) {
+      cpu_backend().scan(in, out, product, reverse);
+      if (KernelTracer* k = rec()) k->scan(in, out, product, reverse);
+    };
     t.matmul = [](const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
       cpu_backend().matmul(a, b, bias, out);
       if (KernelTracer* k = rec()) k->matmul(a, b, bias, out);
@@ -753,6 +757,31 @@ void KernelTracer::softmax(const Tensor& in, const Tensor& out, bool log) {
   Value v = reshape(value_of(in), rows);
   std::string y = g_.node(log ? "LogSoftmax" : "Softmax", {g_.cast(v.name, DType::Float32)}, {A::integer("axis", 1)});
   Value r = reshape(Value{g_.cast(y, out.dtype()), rows, v.batch_dim}, out.sizes());
+  define(out, r.name, r.batch_dim);
+}
+
+void KernelTracer::scan(const Tensor& in, const Tensor& out, bool product, bool reverse) {
+  if (!traced(in)) return;
+  // in, out: [outer, n, inner] views (core/backend.h): the scan runs along axis 1, in fp32 for
+  // fp16 / bf16 (the kernel accumulates them in fp32 and rounds once).
+  const int64_t n = in.size(1);
+  Value v = value_of(in);
+  const DType t = in.dtype() == DType::Float16 || in.dtype() == DType::BFloat16 ? DType::Float32 : in.dtype();
+  std::string y = g_.cast(v.name, t);
+  if (!product) {
+    y = g_.node("CumSum", {y, g_.scalar(1, DType::Int64)}, {A::integer("reverse", reverse ? 1 : 0)});
+  } else {
+    // ONNX has no CumProd: y *= y shifted by 1, 2, 4, .. along the axis, padded with ones.
+    MT_CHECK(v.batch_dim != 1, "onnx export", "cumprod along the dynamic batch dim has no ONNX form");
+    for (int64_t off = 1; off < n; off *= 2) {
+      const std::vector<int64_t> begin{reverse ? off : 0}, end{reverse ? n : n - off}, axis{1};
+      const std::vector<int64_t> pads =
+          reverse ? std::vector<int64_t>{0, 0, 0, 0, off, 0} : std::vector<int64_t>{0, off, 0, 0, 0, 0};
+      std::string part = g_.node("Slice", {y, g_.ints(begin), g_.ints(end), g_.ints(axis)});
+      y = g_.node("Mul", {y, g_.node("Pad", {part, g_.ints(pads), g_.scalar(1, t)})});
+    }
+  }
+  Value r = reshape(Value{g_.cast(y, out.dtype()), in.sizes(), v.batch_dim}, out.sizes());
   define(out, r.name, r.batch_dim);
 }
 

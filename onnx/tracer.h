@@ -73,6 +73,7 @@ class KernelTracer final : public trace::Tracer {
   void reduce(ReduceOp op, const Tensor& in, const Tensor& out);
   void var_mean(const Tensor& in, const Tensor& var, const Tensor& mean, int64_t correction);
   void softmax(const Tensor& in, const Tensor& out, bool log);
+  void scan(const Tensor& in, const Tensor& out, bool product, bool reverse);
   void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
   void index_select(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out);
   void gather(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out);

@@ -330,6 +330,70 @@ TEST(NewOpsEdges, CumulativeDtypesAndShapes) {
   EXPECT_EQ(mt::cumprod(s, 0).to_vector<float>(), (std::vector<float>{1, 3, 15, 105}));
 }
 
+// The plain loop along dim of x ([outer, n, inner] around dim), each line accumulated in order
+// in Acc from its start (or its end when `reverse`).
+template <typename Acc>
+std::vector<Acc> sequential_scan(const std::vector<Acc>& x, const mt::Shape& shape, int64_t dim, bool product,
+                                 bool reverse) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= shape[size_t(d)];
+  for (size_t d = size_t(dim) + 1; d < shape.size(); ++d) inner *= shape[d];
+  const int64_t n = shape[size_t(dim)];
+  std::vector<Acc> y(x.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t c = 0; c < inner; ++c) {
+      Acc acc = product ? Acc(1) : Acc(0);
+      for (int64_t s = 0; s < n; ++s) {
+        const size_t at = size_t((o * n + (reverse ? n - 1 - s : s)) * inner + c);
+        acc = product ? acc * x[at] : acc + x[at];
+        y[at] = acc;
+      }
+    }
+  return y;
+}
+
+// x's scan as the loop computes it: fp32 accumulated in fp64, bf16 in fp32 (one rounding each),
+// fp64 in fp64, int64 as wrapping uint64.
+mt::Tensor expected_scan(const mt::Tensor& x, int64_t dim, bool product, bool reverse) {
+  const mt::Shape& shape = x.sizes();
+  if (x.dtype() == mt::kInt64) {
+    std::vector<uint64_t> v;
+    for (int64_t e : x.to_vector<int64_t>()) v.push_back(uint64_t(e));
+    std::vector<int64_t> y;
+    for (uint64_t e : sequential_scan(v, shape, dim, product, reverse)) y.push_back(int64_t(e));
+    return mt::from_vector<int64_t>(y, shape);
+  }
+  if (x.dtype() == mt::kBFloat16)
+    return mt::from_vector<float>(sequential_scan(x.to_vector<float>(), shape, dim, product, reverse), shape)
+        .to(mt::kBFloat16);
+  return mt::from_vector<double>(sequential_scan(x.to_vector<double>(), shape, dim, product, reverse), shape)
+      .to(x.dtype());
+}
+
+// The scan kernel's row groups (8 rows, 64-element chunks) and their remainders, its column
+// blocks (256 columns) and a single long row, bit for bit against the loop; the backward (the
+// scan from the end) too.
+TEST(NewOpsEdges, CumulativeEqualsTheSequentialLoop) {
+  mt::manual_seed(3);
+  const std::vector<std::pair<mt::Shape, int64_t>> geometries = {
+      {{19, 150}, 1}, {{19, 150}, 0}, {{3, 70, 300}, 1}, {{2, 5, 7}, 2}, {{1000}, 0}};
+  for (const auto& [shape, dim] : geometries)
+    for (bool product : {false, true})
+      for (mt::DType dt : {mt::kFloat32, mt::kBFloat16, mt::kFloat64, mt::kInt64}) {
+        const std::string what = std::string(product ? "cumprod " : "cumsum ") + mt::dtype_name(dt) + " of " +
+                                 mt::Tensor(mt::zeros(shape)).shape_str() + " along " + std::to_string(dim);
+        mt::Tensor x = dt == mt::kInt64 ? mt::randint(product ? -3 : -1000, product ? 4 : 1000, shape)
+                                        : (product ? mt::rand(shape) * 0.2 + 0.9 : mt::randn(shape)).to(dt);
+        EXPECT_EQ((product ? mt::cumprod(x, dim) : mt::cumsum(x, dim)).to_vector<double>(),
+                  expected_scan(x, dim, product, false).to_vector<double>())
+            << what;
+        if (product || dt == mt::kInt64) continue;
+        mt::Tensor leaf = x.detach().requires_grad_(true), w = mt::randn(shape).to(dt);
+        (mt::cumsum(leaf, dim) * w).sum().backward();
+        EXPECT_EQ(leaf.grad().to_vector<double>(), expected_scan(w, dim, false, true).to_vector<double>()) << what;
+      }
+}
+
 TEST(NewOpsEdges, NormZeroGradientAndErrors) {
   auto z = mt::zeros({3}, {.dtype = mt::kFloat64, .requires_grad = true});
   mt::norm(z).backward();

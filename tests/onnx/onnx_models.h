@@ -1,6 +1,7 @@
 // The models the ONNX tests export (tests/onnx/test_onnx_*.cpp): the MNIST example's MLP and CNN,
-// ResNet-20, a small GPT, an MLP of the LibTorch-style activation layers, a model with fills shaped
-// after the batch and the custom_layer example's model, each with an example input.
+// ResNet-20, a small GPT, an MLP of the LibTorch-style activation layers, cumulative sums and
+// products, a model with fills shaped after the batch and the custom_layer example's model, each
+// with an example input.
 #pragma once
 #include <mantissa.h>
 
@@ -26,6 +27,17 @@ struct BatchFills : mt::nn::Module {
     mt::Tensor state = mt::zeros({n, 2});
     mt::Tensor h = mt::cat({fc(x), state}, 1);  // [n, 8]
     return mt::tanh(h + mt::full({n, 8}, 0.25) + mt::full({8, n}, -0.5).t());
+  }
+};
+
+// cumsum along the features and along the batch, and cumprod (ONNX has no CumProd: the export
+// multiplies log2(n) shifted copies).
+struct Cumulative : mt::nn::Module {
+  mt::nn::Linear fc{8, 12};
+  Cumulative() { register_module("fc", fc); }
+  mt::Tensor forward(const mt::Tensor& x) override {
+    mt::Tensor h = mt::tanh(fc(x));  // [n, 12]
+    return mt::cumsum(h, 1) + mt::cumsum(h, 0) + mt::cumprod(h * 0.5 + 1.0, 1);
   }
 };
 
@@ -59,6 +71,7 @@ inline std::vector<Case> cases() {
       mt::nn::Linear(32, 64), mt::nn::LeakyReLU(0.1), mt::nn::Linear(64, 64), mt::nn::ELU(1.0), mt::nn::Hardtanh(-2, 2),
       mt::nn::PReLU(1), mt::nn::Identity(), mt::nn::Linear(64, 10), mt::nn::LogSoftmax(1));
   out.push_back({"layers", layers, [](int64_t n) { return mt::randn({n, 32}) * 2.0; }});
+  out.push_back({"cumulative", std::make_shared<Cumulative>(), [](int64_t n) { return mt::randn({n, 8}); }});
   out.push_back({"fills", std::make_shared<BatchFills>(), [](int64_t n) { return mt::randn({n, 8}); }});
   // A user's own layers (examples/custom_layer): RMSNorm with a buffer, residual SiLU blocks.
   out.push_back({"custom", custom_layer::make_model(), [](int64_t n) { return mt::randn({n, 3}); }});
