@@ -292,10 +292,12 @@ TEST(NewOpsEdges, TopkIsTheStableSortsFirstK) {
   mt::Tensor x = (mt::randn({7, 300}) * 3).to(mt::kInt64).to(mt::kFloat32);  // a dozen values per row
   x.select(1, 5).fill_(std::numeric_limits<double>::quiet_NaN());
   x.select(0, 2).select(0, 17).fill_(std::numeric_limits<double>::quiet_NaN());
-  for (mt::DType dt : {mt::kFloat32, mt::kBFloat16, mt::kInt64})
+  // k = 1, 5 (and 6 along dim 0) walk the row keeping k in order; 40 along dim 1 goes through
+  // std::partial_sort; k = n sorts.
+  for (mt::DType dt : {mt::kFloat32, mt::kBFloat16, mt::kFloat64, mt::kInt64})
     for (bool largest : {true, false})
       for (int64_t dim : {1, 0})
-        for (int64_t k : {int64_t(1), int64_t(5), x.size(dim)}) {
+        for (int64_t k : {int64_t(1), int64_t(5), std::min<int64_t>(40, x.size(dim) - 1), x.size(dim)}) {
           const mt::Tensor v = x.to(dt);
           const auto top = mt::topk(v, k, dim, largest);
           const auto all = mt::sort(v, dim, largest, true);
