@@ -287,6 +287,31 @@ TEST(NewOpsGradcheck, NormAndSort) {
 // topk sorts only its k (a partial sort): its values and indices must be the first k of the
 // stable sort, ties in input order and NaN first (largest) or last (smallest), on long rows with
 // many ties, along the last dim and a leading one.
+// Signed zeros compare equal (input order), NaN of either sign sorts above inf, denormals in
+// order: sort and topk against std::stable_sort with the plain comparison.
+TEST(NewOpsEdges, SortOrdersSpecialValuesAsPyTorch) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> v = {0.0, -0.0, nan, 1.0, -inf, inf, -nan, 1e-40, -1e-40, 1.0, 0.0, -0.0, -2.5, 3e38};
+  for (mt::DType dt : {mt::kFloat32, mt::kFloat64, mt::kBFloat16})
+    for (bool descending : {false, true}) {
+      const mt::Tensor x = mt::from_vector<double>(v, {int64_t(v.size())}).to(dt);
+      const std::vector<double> xv = x.to_vector<double>();
+      std::vector<int64_t> want(v.size());
+      for (size_t i = 0; i < want.size(); ++i) want[i] = int64_t(i);
+      std::stable_sort(want.begin(), want.end(), [&](int64_t a, int64_t b) {
+        const double p = xv[size_t(a)], q = xv[size_t(b)];
+        if (std::isnan(p) || std::isnan(q))
+          return descending ? std::isnan(p) && !std::isnan(q) : std::isnan(q) && !std::isnan(p);
+        return descending ? p > q : p < q;
+      });
+      const std::string what = std::string(mt::dtype_name(dt)) + (descending ? " descending" : " ascending");
+      EXPECT_EQ(mt::sort(x, 0, descending).indices.to_vector<int64_t>(), want) << what;
+      EXPECT_EQ(mt::topk(x, 5, 0, descending).indices.to_vector<int64_t>(),
+                std::vector<int64_t>(want.begin(), want.begin() + 5))
+          << what;
+    }
+}
+
 TEST(NewOpsEdges, TopkIsTheStableSortsFirstK) {
   mt::manual_seed(11);
   mt::Tensor x = (mt::randn({7, 300}) * 3).to(mt::kInt64).to(mt::kFloat32);  // a dozen values per row
