@@ -190,6 +190,20 @@ TEST(OnnxExportErrors, BatchDependentConstantsAreSymbolicOrRejected) {
   }
   EXPECT_FALSE(fs::exists(p));
   mt::onnx::export_model(rows, {mt::randn({2, 3})}, p.string());  // a fixed batch of 2 is fine
+  // cumprod along a dynamic batch: its shifted products would be sized by the traced batch.
+  struct BatchCumprod : mt::nn::Module {
+    mt::Tensor forward(const mt::Tensor& x) override { return mt::cumprod(x, 0); }
+  } cumprod;
+  fs::remove(p);
+  try {
+    mt::onnx::export_model(cumprod, {mt::randn({4, 3})}, p.string(), dynamic);
+    FAIL() << "no error";
+  } catch (const mt::Error& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find("cumprod along the dynamic batch"), std::string::npos) << w;
+  }
+  EXPECT_FALSE(fs::exists(p));
+  mt::onnx::export_model(cumprod, {mt::randn({4, 3})}, p.string());
 }
 
 TEST(OnnxExportErrors, NonTensorOrConstantOutputFails) {
