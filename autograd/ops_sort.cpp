@@ -20,6 +20,7 @@ namespace {
 
 constexpr int64_t kBlock = 16;
 constexpr int64_t kInsertionMax = 32;  // larger k: std::partial_sort (insertion costs k per kept element)
+constexpr int64_t kRadixMin = 256;     // rows this long sort 32-bit keys by radix, not std::sort
 
 // Unsigned keys in the sort's ascending order: key(a) < key(b) iff a sorts before b by value,
 // NaN (any payload) above every number, -0 equal to 0. Floats by their sign-flipped bits.
@@ -53,6 +54,29 @@ struct Item<uint32_t> {
   int64_t index() const { return int64_t(packed & 0xffffffffu); }
 };
 
+// Sorts packed items by their 32-bit keys, a byte at a time from the lowest (LSD radix sort).
+// Each pass is stable, so equal keys keep their index order. A byte that every key shares moves
+// nothing and is skipped.
+void radix_sort(std::vector<Item<uint32_t>>& items, std::vector<Item<uint32_t>>& scratch) {
+  const size_t n = items.size();
+  scratch.resize(n, Item<uint32_t>(0, 0));
+  uint32_t count[4][256] = {};
+  for (const Item<uint32_t>& it : items)
+    for (int b = 0; b < 4; ++b) ++count[b][(it.packed >> (32 + 8 * b)) & 0xffu];
+  for (int b = 0; b < 4; ++b) {
+    const int shift = 32 + 8 * b;
+    if (count[b][(items[0].packed >> shift) & 0xffu] == n) continue;
+    uint32_t offset[256];
+    uint32_t total = 0;
+    for (int d = 0; d < 256; ++d) {
+      offset[d] = total;
+      total += count[b][d];
+    }
+    for (const Item<uint32_t>& it : items) scratch[offset[(it.packed >> shift) & 0xffu]++] = it;
+    items.swap(scratch);
+  }
+}
+
 // Whether any of keys[0 .. kBlock) is below `worst`.
 template <typename K>
 bool any_below(const K* keys, K worst) {
@@ -74,7 +98,7 @@ template <typename K, typename T>
 void sort_rows(const T* v, int64_t m, int64_t n, int64_t k, bool descending, int64_t* out) {
   const K flip = descending ? ~K(0) : K(0);
   std::vector<K> keys(size_t(n) + kBlock);
-  std::vector<Item<K>> items;
+  std::vector<Item<K>> items, scratch;
   items.reserve(size_t(k <= kInsertionMax ? k : n));
   for (int64_t r = 0; r < m; ++r) {
     const T* row = v + r * n;
@@ -101,6 +125,13 @@ void sort_rows(const T* v, int64_t m, int64_t n, int64_t k, bool descending, int
       }
     } else {
       for (int64_t i = 0; i < n; ++i) items.emplace_back(keys[size_t(i)], i);
+      if constexpr (std::is_same_v<K, uint32_t>) {
+        if (n >= kRadixMin) {
+          radix_sort(items, scratch);
+          for (int64_t i = 0; i < k; ++i) out[r * k + i] = items[size_t(i)].index();
+          continue;
+        }
+      }
       if (k < n)
         std::partial_sort(items.begin(), items.begin() + k, items.end());
       else

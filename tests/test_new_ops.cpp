@@ -291,25 +291,33 @@ TEST(NewOpsGradcheck, NormAndSort) {
 // order: sort and topk against std::stable_sort with the plain comparison.
 TEST(NewOpsEdges, SortOrdersSpecialValuesAsPyTorch) {
   const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
-  const std::vector<double> v = {0.0, -0.0, nan, 1.0, -inf, inf, -nan, 1e-40, -1e-40, 1.0, 0.0, -0.0, -2.5, 3e38};
-  for (mt::DType dt : {mt::kFloat32, mt::kFloat64, mt::kBFloat16})
-    for (bool descending : {false, true}) {
-      const mt::Tensor x = mt::from_vector<double>(v, {int64_t(v.size())}).to(dt);
-      const std::vector<double> xv = x.to_vector<double>();
-      std::vector<int64_t> want(v.size());
-      for (size_t i = 0; i < want.size(); ++i) want[i] = int64_t(i);
-      std::stable_sort(want.begin(), want.end(), [&](int64_t a, int64_t b) {
-        const double p = xv[size_t(a)], q = xv[size_t(b)];
-        if (std::isnan(p) || std::isnan(q))
-          return descending ? std::isnan(p) && !std::isnan(q) : std::isnan(q) && !std::isnan(p);
-        return descending ? p > q : p < q;
-      });
-      const std::string what = std::string(mt::dtype_name(dt)) + (descending ? " descending" : " ascending");
-      EXPECT_EQ(mt::sort(x, 0, descending).indices.to_vector<int64_t>(), want) << what;
-      EXPECT_EQ(mt::topk(x, 5, 0, descending).indices.to_vector<int64_t>(),
-                std::vector<int64_t>(want.begin(), want.begin() + 5))
-          << what;
-    }
+  const std::vector<double> special = {0.0, -0.0, nan, 1.0, -inf, inf, -nan, 1e-40, -1e-40, 1.0, 0.0, -0.0, -2.5, 3e38};
+  // A row of 14 (std::sort) and one of 700 (radix sort of the keys): the special values spread
+  // among integers, many of them equal.
+  std::vector<double> long_row;
+  mt::manual_seed(5);
+  for (double r : (mt::randn({700}) * 20).to(mt::kInt64).to(mt::kFloat64).to_vector<double>())
+    long_row.push_back(long_row.size() % 50 < special.size() ? special[long_row.size() % 50] : r);
+  for (const std::vector<double>& v : {special, long_row})
+    for (mt::DType dt : {mt::kFloat32, mt::kFloat64, mt::kBFloat16})
+      for (bool descending : {false, true}) {
+        const mt::Tensor x = mt::from_vector<double>(v, {int64_t(v.size())}).to(dt);
+        const std::vector<double> xv = x.to_vector<double>();
+        std::vector<int64_t> want(v.size());
+        for (size_t i = 0; i < want.size(); ++i) want[i] = int64_t(i);
+        std::stable_sort(want.begin(), want.end(), [&](int64_t a, int64_t b) {
+          const double p = xv[size_t(a)], q = xv[size_t(b)];
+          if (std::isnan(p) || std::isnan(q))
+            return descending ? std::isnan(p) && !std::isnan(q) : std::isnan(q) && !std::isnan(p);
+          return descending ? p > q : p < q;
+        });
+        const std::string what = std::string(mt::dtype_name(dt)) + (descending ? " descending" : " ascending") +
+                                 " of " + std::to_string(v.size());
+        EXPECT_EQ(mt::sort(x, 0, descending).indices.to_vector<int64_t>(), want) << what;
+        EXPECT_EQ(mt::topk(x, 5, 0, descending).indices.to_vector<int64_t>(),
+                  std::vector<int64_t>(want.begin(), want.begin() + 5))
+            << what;
+      }
 }
 
 TEST(NewOpsEdges, TopkIsTheStableSortsFirstK) {
