@@ -9,6 +9,9 @@
 #include <cstdint>
 #include <utility>
 #include <vector>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "autograd/op_helpers.h"
 
@@ -19,8 +22,9 @@ using namespace detail;
 namespace {
 
 constexpr int64_t kBlock = 16;
-constexpr int64_t kInsertionMax = 32;  // larger k: std::partial_sort (insertion costs k per kept element)
-constexpr int64_t kRadixMin = 256;     // rows this long sort 32-bit keys by radix, not std::sort
+constexpr int64_t kInsertionMax = 32;         // larger k: std::partial_sort (insertion costs k per kept element)
+constexpr int64_t kRadixMin = 256;            // rows this long sort 32-bit keys by radix, not std::sort
+constexpr int64_t kThreadedElements = 32768;  // fewer elements sort on the calling thread
 
 // Unsigned keys in the sort's ascending order: key(a) < key(b) iff a sorts before b by value,
 // NaN (any payload) above every number, -0 equal to 0. Floats by their sign-flipped bits.
@@ -141,6 +145,23 @@ void sort_rows(const T* v, int64_t m, int64_t n, int64_t k, bool descending, int
   }
 }
 
+// sort_rows with the rows split over the OpenMP threads (each with its own buffers) when there
+// are enough of them: a fork costs more than a few short rows.
+template <typename K, typename T>
+void sort_rows_threaded(const T* v, int64_t m, int64_t n, int64_t k, bool descending, int64_t* out) {
+  const bool threaded = m > 1 && m * n >= kThreadedElements;
+#pragma omp parallel if (threaded)
+  {
+#ifdef _OPENMP
+    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+#else
+    const int64_t threads = 1, t = 0;
+#endif
+    const int64_t chunk = (m + threads - 1) / threads, b = std::min(m, t * chunk), e = std::min(m, b + chunk);
+    if (b < e) sort_rows<K>(v + b * n, e - b, n, k, descending, out + b * k);
+  }
+}
+
 // int64 indices of the first k of x's sorted order along dim (x has dim >= 1).
 Tensor sort_indices(const Tensor& x, int64_t dim, bool descending, int64_t k) {
   const int64_t last = x.dim() - 1;
@@ -156,14 +177,14 @@ Tensor sort_indices(const Tensor& x, int64_t dim, bool descending, int64_t k) {
     const DType t = x.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
     Tensor v = launch::cast(rows, t);
     if (t == DType::Float64)
-      sort_rows<uint64_t>(v.data_ptr<double>(), m, n, k, descending, idx.data_ptr<int64_t>());
+      sort_rows_threaded<uint64_t>(v.data_ptr<double>(), m, n, k, descending, idx.data_ptr<int64_t>());
     else if (n <= int64_t(0xffffffffu))  // the index fits beside a 32-bit key
-      sort_rows<uint32_t>(v.data_ptr<float>(), m, n, k, descending, idx.data_ptr<int64_t>());
+      sort_rows_threaded<uint32_t>(v.data_ptr<float>(), m, n, k, descending, idx.data_ptr<int64_t>());
     else
-      sort_rows<uint64_t>(v.data_ptr<float>(), m, n, k, descending, idx.data_ptr<int64_t>());
+      sort_rows_threaded<uint64_t>(v.data_ptr<float>(), m, n, k, descending, idx.data_ptr<int64_t>());
   } else {
     Tensor v = launch::cast(rows, DType::Int64);
-    sort_rows<uint64_t>(v.data_ptr<int64_t>(), m, n, k, descending, idx.data_ptr<int64_t>());
+    sort_rows_threaded<uint64_t>(v.data_ptr<int64_t>(), m, n, k, descending, idx.data_ptr<int64_t>());
   }
   Tensor r = launch::contiguous(idx.transpose(dim, last));
   return x.device().is_cpu() ? r : launch::to_device(r, x.device());
