@@ -51,6 +51,15 @@ void gather(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& ou
     const int64_t* idx = static_cast<const int64_t*>(index.raw_data());
     T* y = static_cast<T*>(out.raw_data());
     parallel_for(0, outer, outer_grain(k * inner), [&](int64_t b, int64_t e) {
+      if (inner == 1) {  // along the last dim: row o's picks, y[o][j] = x[o][idx[o][j]]
+        for (int64_t o = b; o < e; ++o) {
+          const T* xr = x + g.data_offset(o, 0, 0);
+          const int64_t* ir = idx + o * k;
+          T* yr = y + o * k;
+          for (int64_t j = 0; j < k; ++j) yr[j] = xr[ir[j]];
+        }
+        return;
+      }
       for (int64_t o = b; o < e; ++o)
         for (int64_t j = 0; j < k; ++j)
           for (int64_t i = 0; i < inner; ++i) {
