@@ -49,6 +49,7 @@ struct Item {
   Item(uint64_t k, int64_t index) : key(k), i(index) {}
   bool operator<(const Item& o) const { return key != o.key ? key < o.key : i < o.i; }
   int64_t index() const { return i; }
+  K sort_key() const { return K(key); }
 };
 template <>
 struct Item<uint32_t> {
@@ -56,27 +57,32 @@ struct Item<uint32_t> {
   Item(uint32_t k, int64_t index) : packed(uint64_t(k) << 32 | uint64_t(index)) {}
   bool operator<(const Item& o) const { return packed < o.packed; }
   int64_t index() const { return int64_t(packed & 0xffffffffu); }
+  uint32_t sort_key() const { return uint32_t(packed >> 32); }
 };
 
-// Sorts packed items by their 32-bit keys, a byte at a time from the lowest (LSD radix sort).
-// Each pass is stable, so equal keys keep their index order. A byte that every key shares moves
-// nothing and is skipped.
-void radix_sort(std::vector<Item<uint32_t>>& items, std::vector<Item<uint32_t>>& scratch) {
+// Sorts items by their keys, a byte at a time from the lowest (LSD radix sort). Each pass is
+// stable, so equal keys keep their index order. A byte that every key shares moves nothing and is
+// skipped (small int64 values sort in one or two passes).
+template <typename K>
+void radix_sort(std::vector<Item<K>>& items, std::vector<Item<K>>& scratch) {
+  constexpr int kBytes = int(sizeof(K));
   const size_t n = items.size();
-  scratch.resize(n, Item<uint32_t>(0, 0));
-  uint32_t count[4][256] = {};
-  for (const Item<uint32_t>& it : items)
-    for (int b = 0; b < 4; ++b) ++count[b][(it.packed >> (32 + 8 * b)) & 0xffu];
-  for (int b = 0; b < 4; ++b) {
-    const int shift = 32 + 8 * b;
-    if (count[b][(items[0].packed >> shift) & 0xffu] == n) continue;
-    uint32_t offset[256];
-    uint32_t total = 0;
+  scratch.resize(n, Item<K>(0, 0));
+  std::vector<size_t> count(size_t(kBytes) * 256, 0);
+  for (const Item<K>& it : items) {
+    const K key = it.sort_key();
+    for (int b = 0; b < kBytes; ++b) ++count[size_t(b) * 256 + ((key >> (8 * b)) & 0xffu)];
+  }
+  for (int b = 0; b < kBytes; ++b) {
+    const size_t* c = count.data() + size_t(b) * 256;
+    if (c[(items[0].sort_key() >> (8 * b)) & 0xffu] == n) continue;
+    size_t offset[256];
+    size_t total = 0;
     for (int d = 0; d < 256; ++d) {
       offset[d] = total;
-      total += count[b][d];
+      total += c[d];
     }
-    for (const Item<uint32_t>& it : items) scratch[offset[(it.packed >> shift) & 0xffu]++] = it;
+    for (const Item<K>& it : items) scratch[offset[(it.sort_key() >> (8 * b)) & 0xffu]++] = it;
     items.swap(scratch);
   }
 }
@@ -129,14 +135,9 @@ void sort_rows(const T* v, int64_t m, int64_t n, int64_t k, bool descending, int
       }
     } else {
       for (int64_t i = 0; i < n; ++i) items.emplace_back(keys[size_t(i)], i);
-      if constexpr (std::is_same_v<K, uint32_t>) {
-        if (n >= kRadixMin) {
-          radix_sort(items, scratch);
-          for (int64_t i = 0; i < k; ++i) out[r * k + i] = items[size_t(i)].index();
-          continue;
-        }
-      }
-      if (k < n)
+      if (n >= kRadixMin)
+        radix_sort(items, scratch);
+      else if (k < n)
         std::partial_sort(items.begin(), items.begin() + k, items.end());
       else
         std::sort(items.begin(), items.end());

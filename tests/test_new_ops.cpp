@@ -320,6 +320,31 @@ TEST(NewOpsEdges, SortOrdersSpecialValuesAsPyTorch) {
       }
 }
 
+// int64 rows of 14 and 700: negative, huge and repeated values, sorted by std::sort and by radix.
+TEST(NewOpsEdges, SortOrdersInt64AsStableSort) {
+  mt::manual_seed(6);
+  std::vector<int64_t> v = (mt::randn({700}) * 20).to(mt::kInt64).to_vector<int64_t>();
+  const std::vector<int64_t> edges = {std::numeric_limits<int64_t>::min(),
+                                      std::numeric_limits<int64_t>::max(),
+                                      int64_t(1) << 62,
+                                      -(int64_t(1) << 62),
+                                      -1,
+                                      0,
+                                      1};
+  for (size_t i = 0; i < edges.size(); ++i) v[i * 97] = edges[i];
+  for (size_t len : {size_t(14), v.size()})
+    for (bool descending : {false, true}) {
+      const std::vector<int64_t> row(v.begin(), v.begin() + std::ptrdiff_t(len));
+      std::vector<int64_t> want(len);
+      for (size_t i = 0; i < len; ++i) want[i] = int64_t(i);
+      std::stable_sort(want.begin(), want.end(), [&](int64_t a, int64_t b) {
+        return descending ? row[size_t(a)] > row[size_t(b)] : row[size_t(a)] < row[size_t(b)];
+      });
+      const mt::Tensor x = mt::from_vector<int64_t>(row, {int64_t(len)});
+      EXPECT_EQ(mt::sort(x, 0, descending).indices.to_vector<int64_t>(), want) << len << descending;
+    }
+}
+
 TEST(NewOpsEdges, TopkIsTheStableSortsFirstK) {
   mt::manual_seed(11);
   mt::Tensor x = (mt::randn({7, 300}) * 3).to(mt::kInt64).to(mt::kFloat32);  // a dozen values per row
