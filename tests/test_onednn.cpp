@@ -273,6 +273,56 @@ TEST(MaxPool2x2, VectorLoopMatchesTheGeneralLoop) {
   }
 }
 
+// Max pooling whose windows all lie inside the plane (no padding or dilation) runs window element
+// by window element over up to 256 outputs at a time: its values and indices against a plain scan
+// (window order, the first of equal values, NaN taking over, -inf windows), in 1-D and 2-D.
+TEST(MaxPoolWindowsInside, VectorLoopMatchesAPlainScan) {
+  mt::manual_seed(15);
+  struct Case {
+    int64_t H, W, KH, KW, SH, SW;
+  };
+  // 1-D rows (H = KH = 1) of 350 and 700 outputs (chunk boundaries), a leftover column; 2-D windows.
+  for (const Case& c : {Case{1, 700, 1, 2, 1, 2}, Case{1, 702, 1, 3, 1, 1}, Case{1, 523, 1, 5, 1, 3},
+                        Case{9, 11, 3, 3, 2, 2}, Case{7, 30, 2, 3, 1, 2}, Case{6, 6, 3, 3, 1, 1}}) {
+    const int64_t n = 2 * 3 * c.H * c.W;
+    std::vector<double> v = mt::randn({n}).to(mt::kBFloat16).to_vector<double>();
+    for (size_t i = 0; i + 1 < v.size(); i += 5) v[i + 1] = v[i];  // ties inside windows
+    v[7] = v[40] = v[41] = std::nan("");
+    v[60] = v[61] = v[62] = v[63] = v[64] = -std::numeric_limits<double>::infinity();
+    const int64_t OH = (c.H - c.KH) / c.SH + 1, OW = (c.W - c.KW) / c.SW + 1;
+    std::vector<double> want_v;
+    std::vector<int64_t> want_i;
+    for (int64_t p = 0; p < 2 * 3; ++p)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          double best = -std::numeric_limits<double>::infinity();
+          int64_t at = oh * c.SH * c.W + ow * c.SW;
+          for (int64_t kh = 0; kh < c.KH; ++kh)
+            for (int64_t kw = 0; kw < c.KW; ++kw) {
+              const int64_t pos = (oh * c.SH + kh) * c.W + ow * c.SW + kw;
+              const double x = v[size_t(p * c.H * c.W + pos)];
+              if (x > best || std::isnan(x)) {
+                best = x;
+                at = pos;
+              }
+            }
+          want_v.push_back(best);
+          want_i.push_back(at);
+        }
+    for (mt::DType dt : {mt::kFloat32, mt::kBFloat16, mt::kFloat64}) {
+      const Tensor x = mt::from_vector(v, {2, 3, c.H, c.W}).to(dt);
+      const auto got = F::max_pool2d_with_indices(x, {c.KH, c.KW}, {.stride = {c.SH, c.SW}});
+      const std::string what = std::string(mt::dtype_name(dt)) + " " + std::to_string(c.H) + "x" + std::to_string(c.W) +
+                               " window " + std::to_string(c.KH) + "x" + std::to_string(c.KW);
+      EXPECT_EQ(got.indices.to_vector<int64_t>(), want_i) << what;
+      const auto g = got.values.to_vector<double>();
+      ASSERT_EQ(g.size(), want_v.size()) << what;
+      for (size_t i = 0; i < g.size(); ++i)
+        EXPECT_TRUE(g[i] == want_v[i] || (std::isnan(g[i]) && std::isnan(want_v[i]))) << what << " at " << i;
+    }
+  }
+}
+
 // max_pool2d's backward kernel: disjoint windows write each picked position once, overlapping
 // ones (3x3, stride 1) sum several gradients there, in float for bf16. Against float64.
 TEST(MaxPool2x2, BackwardMatchesFloat64) {

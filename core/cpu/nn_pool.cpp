@@ -23,6 +23,54 @@ bool is_plain_2x2(const Pool2dGeometry& g) {
          2 * g.OH <= g.H && 2 * g.OW <= g.W;
 }
 
+// Every window inside the plane (no padding, no dilation, no ceil-mode window past the edge):
+// no clipping to compute per output.
+bool windows_inside(const Pool2dGeometry& g) {
+  return g.PH == 0 && g.PW == 0 && g.DH == 1 && g.DW == 1 && g.OH > 0 && g.OW > 0 && (g.OH - 1) * g.SH + g.KH <= g.H &&
+         (g.OW - 1) * g.SW + g.KW <= g.W;
+}
+
+// One output row of max pooling with every window inside the plane, vectorized across the
+// outputs: x0 is the row's first window's corner in the plane (element `base` of it). As the
+// general scan (math::MaxPoolWindow): window order, the first maximum wins, NaN takes over. One
+// thread, max_pool1d(kernel 2) of [16, 64, 1024] fp32: 5.6 ms through the general scan, whose
+// branch on each comparison mispredicted on random data (PyTorch 0.23 ms). x0 and y may not
+// overlap (a kernel's output is a fresh tensor).
+template <typename A, typename T>
+void max_pool_inside_row(const T* x0, int64_t base, T* y, int64_t* idx, const Pool2dGeometry& g) {
+  // Window element by window element over a chunk of outputs, each step a vector loop (with
+  // the window loops inside the output loop GCC kept it scalar, a branch per comparison).
+  constexpr int64_t kChunk = 256;
+  const int64_t SW = g.SW, KH = g.KH, KW = g.KW, W = g.W;
+  A best[kChunk];
+  int64_t at[kChunk];
+  for (int64_t o0 = 0; o0 < g.OW; o0 += kChunk) {
+    const int64_t m = std::min(kChunk, g.OW - o0);
+    const T* xc = x0 + o0 * SW;
+#pragma omp simd
+    for (int64_t j = 0; j < m; ++j) {
+      best[j] = cast_to<A>(xc[j * SW]);
+      at[j] = (o0 + j) * SW;
+    }
+    for (int64_t kh = 0; kh < KH; ++kh)
+      for (int64_t kw = kh == 0 ? 1 : 0; kw < KW; ++kw) {
+        const int64_t off = kh * W + kw;
+#pragma omp simd
+        for (int64_t j = 0; j < m; ++j) {
+          const A v = cast_to<A>(xc[j * SW + off]);
+          const bool take = math::max_pool_takes(v, best[j]);
+          best[j] = take ? v : best[j];
+          at[j] = take ? (o0 + j) * SW + off : at[j];
+        }
+      }
+#pragma omp simd
+    for (int64_t j = 0; j < m; ++j) {
+      y[o0 + j] = cast_to<T>(best[j]);
+      idx[o0 + j] = base + at[j];
+    }
+  }
+}
+
 // Outputs [0, n) of one output row of the 2x2 / stride 2 pool, in float: r0 and r1 are the
 // two input rows, `base` the plane index of r0[0]. The running maximum of the general loop
 // (math::max_pool_takes, in window order) as selects, which vectorize; as branches they
@@ -203,6 +251,11 @@ void max_pool2d(const Tensor& x, const Tensor& y, const Tensor& indices, const P
         }
 #endif
         if (is_plain_2x2(g)) return max_pool_2x2_plane(xp, yp, ip, g);
+      }
+      if (windows_inside(g)) {
+        for (int64_t oh = 0; oh < g.OH; ++oh)
+          max_pool_inside_row<A>(xp + oh * g.SH * g.W, oh * g.SH * g.W, yp + oh * g.OW, ip + oh * g.OW, g);
+        return;
       }
       const math::MaxPoolWindow window = max_pool_window(g);
       for (int64_t oh = 0; oh < g.OH; ++oh)
