@@ -157,13 +157,15 @@ Tensor linspace(double start, double end, int64_t steps, const TensorOptions& o)
   return from_tensor_f64(t, o);
 }
 
+// Zeros, then ones along the diagonal (a view of stride n + 1), both filled on the device in
+// the requested dtype (built in fp64 on the host and converted, eye(1024) took 4.5x PyTorch's time).
 Tensor eye(int64_t n, const TensorOptions& o) {
   MT_CHECK(n >= 0, "eye", "n must be non-negative, got ", n);
-  Tensor t = make_tensor({n, n}, DType::Float64, Device::cpu());
-  double* v = t.data_ptr<double>();
-  std::fill(v, v + n * n, 0.0);
-  for (int64_t i = 0; i < n; ++i) v[i * n + i] = 1.0;
-  return from_tensor_f64(t, o);
+  Tensor t = make_tensor({n, n}, o.dtype, o.device);
+  const Backend& b = backend_for(o.device);
+  b.fill(t, 0);
+  if (n > 0) b.fill(make_view(t, {n}, {n + 1}, 0), 1);
+  return with_grad(t, o);
 }
 
 namespace {

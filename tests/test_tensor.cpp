@@ -268,6 +268,10 @@ TEST(TensorFactory, LinspaceHitsEndpointsExactly) {
 TEST(TensorFactory, EyeFromVectorFromBlob) {
   EXPECT_EQ(mt::eye(3).to_vector<float>(), (std::vector<float>{1, 0, 0, 0, 1, 0, 0, 0, 1}));
   EXPECT_EQ(mt::eye(2, {.dtype = mt::kInt32}).dtype(), mt::kInt32);
+  EXPECT_EQ(mt::eye(0).sizes(), (mt::Shape{0, 0}));
+  EXPECT_EQ(mt::eye(3, {.dtype = mt::kBool}).to_vector<float>(), (std::vector<float>{1, 0, 0, 0, 1, 0, 0, 0, 1}));
+  EXPECT_EQ(mt::eye(2, {.dtype = mt::kBFloat16}).to_vector<float>(), (std::vector<float>{1, 0, 0, 1}));
+  EXPECT_TRUE(mt::eye(2, {.requires_grad = true}).requires_grad());
 
   mt::Tensor f = mt::from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3});
   EXPECT_EQ(f.dtype(), mt::kDouble);
