@@ -33,9 +33,9 @@ bool windows_inside(const Pool2dGeometry& g) {
 // One output row of max pooling with every window inside the plane, vectorized across the
 // outputs: x0 is the row's first window's corner in the plane (element `base` of it). As the
 // general scan (math::MaxPoolWindow): window order, the first maximum wins, NaN takes over. One
-// thread, max_pool1d(kernel 2) of [16, 64, 1024] fp32: 5.6 ms through the general scan, whose
-// branch on each comparison mispredicted on random data (PyTorch 0.23 ms). x0 and y may not
-// overlap (a kernel's output is a fresh tensor).
+// thread, max_pool1d(kernel 2) of [16, 64, 1024] fp32: 5.8-6.7 ms through the general scan,
+// whose branch on each comparison mispredicted on random data, 0.34-0.36 ms so (PyTorch 0.21).
+// x0 and y may not overlap (a kernel's output is a fresh tensor).
 template <typename A, typename T>
 void max_pool_inside_row(const T* x0, int64_t base, T* y, int64_t* idx, const Pool2dGeometry& g) {
   // Window element by window element over a chunk of outputs, each step a vector loop (with
