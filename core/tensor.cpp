@@ -161,10 +161,8 @@ Tensor linspace(double start, double end, int64_t steps, const TensorOptions& o)
 // the requested dtype (built in fp64 on the host and converted, eye(1024) took 4.5x PyTorch's time).
 Tensor eye(int64_t n, const TensorOptions& o) {
   MT_CHECK(n >= 0, "eye", "n must be non-negative, got ", n);
-  Tensor t = make_tensor({n, n}, o.dtype, o.device);
-  const Backend& b = backend_for(o.device);
-  b.fill(t, 0);
-  if (n > 0) b.fill(make_view(t, {n}, {n + 1}, 0), 1);
+  Tensor t = zeros({n, n}, {.dtype = o.dtype, .device = o.device});
+  if (n > 0) backend_for(o.device).fill(make_view(t, {n}, {n + 1}, 0), 1);
   return with_grad(t, o);
 }
 

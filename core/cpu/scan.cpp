@@ -2,9 +2,9 @@
 // [outer, n, inner] block. Each line accumulates in order, as PyTorch's CPU kernel does: fp32 in
 // fp64, fp16 / bf16 in fp32 (one rounding per output), fp64 in fp64, int64 as wrapping uint64.
 // A line is a chain of dependent adds, one per element, so a lone row runs at the add's latency
-// (about 0.8 ns per element): rows (inner == 1) go kRows at a time with their chains
-// interleaved in a vector, and columns (inner > 1) a block of adjacent columns at a time, vectorized across
-// them.
+// (about 0.6 ns per element): rows (inner == 1) go kRows at a time through a widened buffer with
+// their chains interleaved, and columns (inner > 1) a block of adjacent columns at a time,
+// vectorized across them.
 #include <type_traits>
 
 #include "core/cpu/kernels.h"
