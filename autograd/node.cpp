@@ -93,6 +93,17 @@ void FunctionNode::release() {
   released = true;
 }
 
+namespace {
+// Whether g, held only by the engine (grad_in) and by the caller's copy, may become leaf's
+// gradient as it is.
+bool steals_gradient(const Tensor& g, const Tensor& leaf) {
+  const TensorImpl* impl = g.impl();
+  return g.impl_ptr().use_count() <= 2 && impl->storage.use_count() == 1 && g.dtype() == leaf.dtype() &&
+         g.sizes() == leaf.sizes() && g.is_contiguous() && impl->offset == 0 && impl->storage->nbytes == g.nbytes() &&
+         !g.requires_grad();
+}
+}  // namespace
+
 std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_in) {
   std::shared_ptr<TensorImpl> impl = leaf_.lock();
   if (!impl) return {};
@@ -109,15 +120,26 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_in) {
     for (auto& h : m.post_accumulate_hooks) h(leaf);
     return {};
   }
+  MT_CHECK(g.device() == leaf.device(), "backward", "gradient on ", g.device().str(), " for a leaf on ",
+           leaf.device().str());
+  Tensor flag = t_sink ? t_sink->flag_for(leaf.device()) : Tensor();
+  // A first gradient nothing else holds, dense in the leaf's layout and dtype, becomes the
+  // leaf's .grad without a copy (PyTorch's AccumulateGrad does the same): the engine's
+  // reference and `g` are its only ones, and it covers its whole storage (a view would pin
+  // the rest of a larger block). The GradScaler's check then reads it once.
+  if (!m.grad.defined() && steals_gradient(g, leaf)) {
+    if (flag.defined()) backend_for(leaf.device()).accumulate_grad(g, Tensor(), true, flag);
+    m.grad = std::move(g);
+    if (t_sink) t_sink->checked(m.grad);
+    for (auto& h : m.post_accumulate_hooks) h(leaf);
+    return {};
+  }
   // One fused pass: convert (fp16 -> fp32 for AMP masters), accumulate, check finiteness.
   const bool init = !m.grad.defined();
   if (init)
     m.grad = make_tensor(leaf.sizes(), leaf.dtype(), leaf.device());
   else if (!m.grad.is_contiguous())
     m.grad = launch::contiguous(m.grad);
-  MT_CHECK(g.device() == leaf.device(), "backward", "gradient on ", g.device().str(), " for a leaf on ",
-           leaf.device().str());
-  Tensor flag = t_sink ? t_sink->flag_for(leaf.device()) : Tensor();
   backend_for(leaf.device()).accumulate_grad(g, m.grad, init, flag);
   if (!init) m.grad.bump_version();
   if (t_sink) t_sink->checked(m.grad);

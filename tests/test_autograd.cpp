@@ -461,3 +461,39 @@ TEST(Autograd, DeepGraphIsFreedWithoutRecursion) {
   EXPECT_GT(g[0].item<double>(), 0.0);
   EXPECT_LT(g[0].item<double>(), 1.0);
 }
+
+// A first gradient that nothing else holds becomes the leaf's .grad without a copy; one that
+// is shared (the same gradient to two leaves, a seed the caller keeps, a view of a larger
+// gradient) is copied, so that editing one .grad never changes another tensor.
+TEST(Autograd, FirstGradientIsTakenOnlyWhenUnshared) {
+  mt::Tensor x = mt::randn({4, 5}).requires_grad_();
+  const void* seen = nullptr;
+  x.register_hook([&](const mt::Tensor& g) {
+    seen = g.raw_data();
+    return mt::Tensor();
+  });
+  (x * 3.0).sum().backward();  // mul's backward makes a fresh dense gradient
+  EXPECT_EQ(x.grad().raw_data(), seen);
+  EXPECT_EQ(vals(x.grad()), std::vector<double>(20, 3.0));
+
+  mt::Tensor a = mt::randn({3}).requires_grad_(), b = mt::randn({3}).requires_grad_();
+  mt::Tensor seed = mt::from_vector<float>({1.0f, 2.0f, 3.0f});
+  (a + b).backward(seed);  // add passes one gradient to both leaves: the seed itself
+  EXPECT_NE(a.grad().raw_data(), b.grad().raw_data());
+  EXPECT_NE(a.grad().raw_data(), seed.raw_data());
+  EXPECT_NE(b.grad().raw_data(), seed.raw_data());
+  a.grad().mul_(10.0);
+  EXPECT_EQ(vals(b.grad()), (std::vector<double>{1.0, 2.0, 3.0}));
+  EXPECT_EQ(vals(seed), (std::vector<double>{1.0, 2.0, 3.0}));
+
+  // cat's backward hands each leaf a narrow view of one gradient: each gets its own copy.
+  mt::Tensor c = mt::randn({2, 3}).requires_grad_(), d = mt::randn({2, 3}).requires_grad_();
+  (mt::cat({c, d}, 0) * 2.0).sum().backward();
+  EXPECT_EQ(c.grad().nbytes(), size_t(6 * 4));
+  EXPECT_EQ(vals(c.grad()), std::vector<double>(6, 2.0));
+  EXPECT_EQ(vals(d.grad()), std::vector<double>(6, 2.0));
+
+  // A taken gradient accumulates in place on the next backward, as a copied one.
+  (x * 2.0).sum().backward();
+  EXPECT_EQ(vals(x.grad()), std::vector<double>(20, 5.0));
+}

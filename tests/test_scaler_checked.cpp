@@ -266,3 +266,16 @@ TEST(ScalerUnderflow, UpdateRuleNeverGoesBelowTheFloor) {
   EXPECT_EQ(scale.item<float>(), float(mt::amp::kMinScale));
   EXPECT_EQ(counters.to_vector<int32_t>(), (std::vector<int32_t>{0, 0, 5}));
 }
+
+// A gradient the leaf takes without a copy (mul's fresh output) is still checked: an inf in it
+// skips the step.
+TEST(ScalerChecked, TakenGradientIsChecked) {
+  mt::Tensor w = mt::from_vector<float>({1.0f, 1.0f}).requires_grad_();
+  mt::optim::SGD opt({w}, {.lr = 1.0});
+  mt::amp::GradScaler scaler({.init_scale = 256.0});
+  scaler.backward((w * mt::from_vector<float>({2.0f, INFINITY})).sum());
+  EXPECT_FALSE(scaler.step(opt));
+  scaler.update();
+  EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{1.0f, 1.0f}));
+  EXPECT_EQ(scaler.skipped_steps(), 1);
+}

@@ -631,6 +631,10 @@ void copy_bits(const Tensor& src, const Tensor& dst) {
       std::memcpy(yo, xo, size_t(n) * sizeof(U));
       return;
     }
+    if (st[0] == 1 && st[1] == 0) {  // a broadcast source (an expanded gradient): a fill, vectorized
+      std::fill(yo, yo + n, xo[0]);
+      return;
+    }
     for (int64_t i = 0; i < n; ++i) yo[i * st[0]] = xo[i * st[1]];
   });
 }

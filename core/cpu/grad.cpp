@@ -55,6 +55,12 @@ void accumulate_grad(const Tensor& src, const Tensor& dst, bool init, const Tens
             const Acc acc = init ? Acc(0) : load_acc<Acc>(yo, i);
             store_acc(yo, i, op(acc, load_acc<Acc>(xo, i), local));
           }
+        } else if (s[0] == 1 && s[1] == 0) {  // a broadcast gradient (sum's or mean's backward, expanded)
+          const Acc v = cast_to<Acc>(xo[0]);
+          for (int64_t i = 0; i < n; ++i) {
+            const Acc acc = init ? Acc(0) : load_acc<Acc>(yo, i);
+            store_acc(yo, i, op(acc, v, local));
+          }
         } else {
           for (int64_t i = 0; i < n; ++i) {
             Acc acc = init ? Acc(0) : cast_to<Acc>(yo[i * s[0]]);
