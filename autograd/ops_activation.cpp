@@ -1,9 +1,9 @@
-// leaky_relu, elu, hardtanh and prelu (a learnable slope). The forward values are composed of
-// existing elementwise ops under no-grad (so every device runs them; they are not entries of
-// the elementwise list yet, which would need a core rebuild and a CUDA functor each), and
-// each records one node with PyTorch's gradient at the kinks:
-// leaky_relu takes the slope at 0, elu alpha at 0, hardtanh 0 at both bounds; at NaN each
-// passes what PyTorch's does.
+// leaky_relu, elu, hardtanh and prelu (a learnable slope). leaky_relu and elu run their list
+// entries' kernels (core/elementwise_math.h) and hardtanh clamp's; each records one node whose
+// backward is one fused kernel of the binary list (leaky_relu_backward, ...), or, when a graph of
+// the backward is built, the same formula composed of differentiable ops. PyTorch's gradient at
+// the kinks: leaky_relu takes the slope at 0, elu alpha at 0, hardtanh 0 at both bounds; at NaN
+// each passes what PyTorch's does.
 #include <cmath>
 
 #include "amp/autocast.h"
@@ -18,73 +18,56 @@ namespace mantissa {
 using namespace detail;
 
 namespace {
-// One floating activation: y = forward(x) without history, and one node whose backward is
-// backward(g, x) (differentiable, so double backward works).
-template <typename Forward, typename Backward>
-Tensor activation(const char* name, const Tensor& x0, Forward forward, Backward backward) {
-  MT_CHECK(x0.defined(), name, "got an undefined tensor");
-  const Tensor& x = x0;  // pass-through under autocast (no entry: they run in their input's dtype, as PyTorch)
+// One floating activation: y = the unary list entry `op` with scalars (a, b), and one node whose
+// backward is the binary list entry `backward` with the same scalars, or `composite(g, x)` (made of
+// differentiable ops, so double backward works) when a graph of the backward is built.
+template <typename Composite>
+Tensor activation(const char* name, const Tensor& x, UnaryOp op, BinaryOp backward, double a, double b,
+                  Composite composite) {
+  MT_CHECK(x.defined(), name, "got an undefined tensor");
+  // Pass-through under autocast (no entry: they run in their input's dtype, as PyTorch).
   MT_CHECK(is_floating(x.dtype()), name, "expected a floating-point input, got ", describe({x}));
-  Tensor y;
-  {
-    NoGradGuard guard;
-    y = forward(x);
-  }
+  Tensor y = launch::unary(op, x, a, b);
   if (needs_grad({x})) {
-    record(name, {x}, y, [sx = SavedTensor(x), backward](const Tensor& g, const std::vector<bool>&) {
-      return Grads{backward(g, sx.unpack())};
+    record(name, {x}, y, [sx = SavedTensor(x), backward, a, b, composite](const Tensor& g, const std::vector<bool>&) {
+      const Tensor x = sx.unpack();
+      if (GradMode::is_enabled()) return Grads{composite(g, x)};
+      return Grads{launch::binary(backward, g, x, g.dtype(), g.dtype(), a, b)};
     });
   }
   return y;
 }
-}  // namespace
 
-Tensor leaky_relu(const Tensor& x, double negative_slope) {
-  return activation(
-      "leaky_relu", x,
-      // NaN propagates: NaN > 0 is false and NaN * slope is NaN.
-      [negative_slope](const Tensor& x) { return where(x > 0.0, x, x * negative_slope); },
-      [negative_slope](const Tensor& g, const Tensor& x) { return where(x > 0.0, g, g * negative_slope); });
-}
-
-namespace {
 // A 0-dim constant of x's dtype and device: broadcast, not filled to x's shape, so an ONNX export
 // keeps it one value and the batch dimension dynamic.
 Tensor scalar_like(const Tensor& x, double v) { return full({}, v, {.dtype = x.dtype(), .device = x.device()}); }
 }  // namespace
 
-Tensor elu(const Tensor& x, double alpha) {
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
   return activation(
-      "elu", x,
-      [alpha](const Tensor& x) {
-        // alpha expm1(x) for x <= 0, as 2 t / (1 - t) with t = tanh(x / 2): exp(x) - 1 would lose
-        // the relative accuracy near 0 that this keeps (1 - t >= 1 for x <= 0: no cancellation).
-        Tensor t = tanh(minimum(x, scalar_like(x, 0)) * 0.5);
-        Tensor em1 = t * 2.0 / (1.0 - t);
-        return where(x > 0.0, x, em1 * alpha);
-      },
-      [alpha](const Tensor& g, const Tensor& x) {
-        // alpha exp(x) where x <= 0 (the exp is taken of min(x, 0) only, so it never overflows);
-        // NaN at NaN, as PyTorch.
-        Tensor neg = minimum(x, scalar_like(x, 0));
-        return where(x > 0.0, g, g * exp(neg) * alpha);
-      });
+      "leaky_relu", x, UnaryOp::LeakyRelu, BinaryOp::LeakyReluBackward, negative_slope, 0,
+      [negative_slope](const Tensor& g, const Tensor& x) { return where(x > 0.0, g, g * negative_slope); });
+}
+
+Tensor elu(const Tensor& x, double alpha) {
+  return activation("elu", x, UnaryOp::Elu, BinaryOp::EluBackward, alpha, 0, [alpha](const Tensor& g, const Tensor& x) {
+    // alpha exp(x) where x <= 0 (the exp is taken of min(x, 0) only, so it never overflows);
+    // NaN at NaN, as PyTorch.
+    Tensor neg = minimum(x, scalar_like(x, 0));
+    return where(x > 0.0, g, g * exp(neg) * alpha);
+  });
 }
 
 Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
   MT_CHECK(min_val <= max_val, "hardtanh", "min_val (", min_val, ") must not exceed max_val (", max_val, ")");
   if (x.defined() && (x.dtype() == DType::Int64 || x.dtype() == DType::Int32))  // PyTorch clamps these too
     return where(x < min_val, scalar_like(x, min_val), where(x > max_val, scalar_like(x, max_val), x));
-  return activation(
-      "hardtanh", x,
-      [min_val, max_val](const Tensor& x) {
-        // where (not clamp) so that NaN passes through, as in PyTorch.
-        return where(x < min_val, scalar_like(x, min_val), where(x > max_val, scalar_like(x, max_val), x));
-      },
-      [min_val, max_val](const Tensor& g, const Tensor& x) {
-        // g inside the open interval, 0 at and beyond the bounds and at NaN (PyTorch's).
-        return where(logical_and(x > min_val, x < max_val), g, zeros_like(g));
-      });
+  // clamp's kernel: NaN passes through, as in PyTorch.
+  return activation("hardtanh", x, UnaryOp::Clamp, BinaryOp::HardtanhBackward, min_val, max_val,
+                    [min_val, max_val](const Tensor& g, const Tensor& x) {
+                      // g inside the open interval, 0 at and beyond the bounds and at NaN (PyTorch's).
+                      return where(logical_and(x > min_val, x < max_val), g, zeros_like(g));
+                    });
 }
 
 Tensor prelu(const Tensor& x0, const Tensor& weight0) {

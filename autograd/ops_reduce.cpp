@@ -194,7 +194,10 @@ Tensor std(const Tensor& x0, const Shape& dims_in, int64_t correction, bool keep
       Tensor safe = where(flat, ones_like(s), s);
       Tensor centered = x - mean(x, d, true);
       Tensor gs = where(flat, zeros_like(s), unsqueeze_reduced(g, dims, keepdim) / (safe * double(dof)));
-      return Grads{gs * centered};
+      // A flat row's gradient is +0 (PyTorch masks it last) or NaN (an infinite x): abs drops the
+      // sign a rounding residue in `centered` would give its zeros.
+      Tensor gx = gs * centered;
+      return Grads{where(flat, abs(gx), gx)};
     });
   }
   return y;

@@ -54,7 +54,7 @@ Tensor& binary_inplace(const char* op, Tensor& self, const Tensor& other, Binary
     MT_CHECK(is_floating(self.dtype()) || !is_floating(t), op, "result type ", dtype_name(t),
              " can't be cast to the desired output type ", dtype_name(self.dtype()));
     Tensor o = other.dtype() == self.dtype() ? other : launch::cast(other, self.dtype());
-    backend_for(self.device()).binary(kind, self, o, self);
+    backend_for(self.device()).binary(kind, self, o, self, 0, 0);
     self.bump_version();
     return self;
   }

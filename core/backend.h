@@ -63,7 +63,7 @@ struct FusedStepArgs {
   X(copy, (const Tensor& src, const Tensor& dst), Named)                                                          \
   X(fill, (const Tensor& dst, const Scalar& value), Named) /* dst may be strided */                               \
   X(unary, (UnaryOp op, const Tensor& in, const Tensor& out, double a, double b), ByOp)                           \
-  X(binary, (BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out), ByOp)                             \
+  X(binary, (BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, double s0, double s1), ByOp)       \
   X(where, (const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out), Named)                      \
   /* in: contiguous [outer, n], or launch::reduce's [outer, cols, n] column view (strides {so, 1, ld}, */         \
   /* every device); out: contiguous, one value per row. Accumulates in fp32 (fp64 for fp64). */                   \

@@ -70,19 +70,20 @@ void run_unary(UnaryOp op, DType dtype, double a, double b, Loop&& loop) {
   });
 }
 
-// out = f(a, b) with op's domain rules: loop.operator()<In, Out, Acc>(f).
+// out = f(a, b) with op's domain rules: loop.operator()<In, Out, Acc>(f); f built from the op's
+// scalars s0, s1 (math::make_functor: the backward of an activation with a parameter).
 template <typename Device, typename Loop>
-void run_binary(BinaryOp op, DType dtype, Loop&& loop) {
+void run_binary(BinaryOp op, DType dtype, double s0, double s1, Loop&& loop) {
   visit(op, [&]<typename F, Domain D>() {
     const char* name = op_name(op);
+    const F f = math::make_functor<F>(s0, s1);
     if constexpr (D == Domain::AnyToBool) {
-      Device::all(dtype,
-                  [&]<typename T>() { loop.template operator()<T, bool, typename Device::template acc<T>>(F{}); });
+      Device::all(dtype, [&]<typename T>() { loop.template operator()<T, bool, typename Device::template acc<T>>(f); });
     } else if constexpr (D == Domain::Arithmetic) {
       Device::all(dtype, [&]<typename T>() {
         using Acc = typename Device::template acc<T>;
         if constexpr (std::is_floating_point_v<Acc>) {
-          loop.template operator()<T, T, Acc>(F{});
+          loop.template operator()<T, T, Acc>(f);
         } else {  // integers (bool counts as one) compute in their own type
           using IntAcc = std::conditional_t<std::is_same_v<T, bool>, int64_t, T>;
           loop.template operator()<T, T, IntAcc>(typename math::IntegerForm<F>::type{});
@@ -90,7 +91,7 @@ void run_binary(BinaryOp op, DType dtype, Loop&& loop) {
       });
     } else {  // Floating
       Device::floating(dtype, name,
-                       [&]<typename T>() { loop.template operator()<T, T, typename Device::template acc<T>>(F{}); });
+                       [&]<typename T>() { loop.template operator()<T, T, typename Device::template acc<T>>(f); });
     }
   });
 }

@@ -183,6 +183,32 @@ struct PowScalar {
     return y;
   }
 };
+// leaky_relu: slope x where x <= 0 (NaN stays NaN: NaN > 0 is false, NaN slope is NaN).
+struct LeakyRelu {
+  double slope;
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T x) const {
+    return x > T(0) ? x : x * T(slope);
+  }
+};
+// elu: alpha (e^x - 1) where x <= 0, by expm1 (its relative accuracy near 0), x elsewhere.
+struct Elu {
+  double alpha;
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T x) const {
+    return x > T(0) ? x : T(alpha) * std::expm1(x);
+  }
+};
+// smooth-l1 of a difference d (beta > 0): 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta
+// (smooth_l1_loss and huber_loss before their reduction).
+struct SmoothL1 {
+  double beta;
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T d) const {
+    const T a = std::fabs(d);
+    return a < T(beta) ? T(0.5) * d * d / T(beta) : a - T(0.5 * beta);
+  }
+};
 struct Clamp {
   double lo, hi;
   template <typename T>
@@ -241,6 +267,36 @@ MT_UNARY_PREDICATE(LogicalNot, !(x != T(0)));
 MT_UNARY_PREDICATE(IsFinite, x - x == T(0));
 
 // --- fused backward formulas: (grad, saved) -> grad * f'(.) ---
+// The activations with a parameter (the op's scalars, launch::binary's s0 and s1), of their
+// input x, with PyTorch's gradient at the kinks and at NaN.
+struct LeakyReluBackward {  // the slope at 0 and at NaN
+  double slope;
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T g, T x) const {
+    return x > T(0) ? g : g * T(slope);
+  }
+};
+struct EluBackward {  // alpha e^x at 0, NaN at NaN
+  double alpha;
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T g, T x) const {
+    return x > T(0) ? g : g * exp_acc(x) * T(alpha);
+  }
+};
+struct HardtanhBackward {  // 0 at and beyond the bounds and at NaN
+  double lo, hi;
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T g, T x) const {
+    return x > T(lo) && x < T(hi) ? g : T(0);
+  }
+};
+struct SmoothL1Backward {  // of the difference d: g clamp(d / beta, -1, 1), NaN at NaN
+  double beta;
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T g, T d) const {
+    return d < T(-beta) ? -g : (d > T(beta) ? g : d / T(beta) * g);
+  }
+};
 struct ReluBackward {
   // x is relu's output; PyTorch's threshold_backward passes g unless x <= 0 (so NaN passes g).
   template <typename T>
@@ -342,6 +398,10 @@ MT_BACKWARD_FROM_OUTPUT(TanhBackwardFromOutput, g*(T(1) - y * y));
   X(LogicalNot, logical_not, LogicalNot, AnyToBool, PassThrough, NoGradcheck, Custom)                   \
   X(PowScalar, pow_scalar, PowScalar, Floating, Fp32, NoGradcheck, Args) /* x ^ a */                    \
   X(Clamp, clamp, Clamp, Numeric, PassThrough, NoGradcheck, Args)        /* min(max(x, a), b) */        \
+  X(LeakyRelu, leaky_relu, LeakyRelu, FloatingOnly, PassThrough, NoGradcheck, Args) /* a: slope */      \
+  X(Elu, elu, Elu, FloatingOnly, PassThrough, NoGradcheck, Args)                    /* a: alpha */      \
+  /* the elementwise smooth-l1 of a difference (smooth_l1_loss, huber_loss); a: beta */                 \
+  X(SmoothL1, smooth_l1, SmoothL1, FloatingOnly, PassThrough, NoGradcheck, Args)                        \
   X(IsFinite, isfinite, IsFinite, FloatingToBool, PassThrough, NoGradcheck, Custom)
 // clang-format on
 
@@ -386,7 +446,11 @@ MT_BACKWARD_FROM_OUTPUT(TanhBackwardFromOutput, g*(T(1) - y * y));
   X(GeluTanhBackward, gelu_tanh_backward, GeluTanhBackward, Floating, PassThrough)                 \
   X(SiluBackward, silu_backward, SiluBackward, Floating, PassThrough)                              \
   X(SigmoidBackwardFromOutput, sigmoid_backward, SigmoidBackwardFromOutput, Floating, PassThrough) \
-  X(TanhBackwardFromOutput, tanh_backward, TanhBackwardFromOutput, Floating, PassThrough)
+  X(TanhBackwardFromOutput, tanh_backward, TanhBackwardFromOutput, Floating, PassThrough)          \
+  X(LeakyReluBackward, leaky_relu_backward, LeakyReluBackward, Floating, PassThrough)              \
+  X(EluBackward, elu_backward, EluBackward, Floating, PassThrough)                                 \
+  X(HardtanhBackward, hardtanh_backward, HardtanhBackward, Floating, PassThrough)                  \
+  X(SmoothL1Backward, smooth_l1_backward, SmoothL1Backward, Floating, PassThrough)
 
 // Reductions (kernels: core/cpu/reduce.cpp, cuda/reduce.cu). X(Enum, name, autocast category)
 #define MT_REDUCE_OPS(X)         \

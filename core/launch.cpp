@@ -62,13 +62,13 @@ Tensor unary_to(UnaryOp op, const Tensor& x, DType out_dtype, double a, double b
 
 Tensor unary(UnaryOp op, const Tensor& x, double a, double b) { return unary_to(op, x, x.dtype(), a, b); }
 
-Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, DType compute, DType out_dtype) {
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, DType compute, DType out_dtype, double s0, double s1) {
   check_same_device("binary op", {a, b});
   Shape shape = broadcast_shapes(a.sizes(), b.sizes(), "binary op");
   Tensor ca = a.dtype() == compute ? a : cast(a, compute);
   Tensor cb = b.dtype() == compute ? b : cast(b, compute);
   Tensor out = make_tensor(shape, out_dtype, a.device());
-  backend_for(a.device()).binary(op, ca, cb, out);
+  backend_for(a.device()).binary(op, ca, cb, out, s0, s1);
   return out;
 }
 

@@ -21,7 +21,9 @@ Tensor convert(const Tensor& x, DType dtype, Device device);
 Tensor unary(UnaryOp op, const Tensor& x, double a = 0, double b = 0);
 Tensor unary_to(UnaryOp op, const Tensor& x, DType out_dtype, double a = 0, double b = 0);
 // Converts a and b to `compute`, broadcasts, and returns out of `out_dtype`.
-Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, DType compute, DType out_dtype);
+// s0, s1: the op's scalars, for a functor that takes them (math::make_functor).
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, DType compute, DType out_dtype, double s0 = 0,
+              double s1 = 0);
 // Reduces `dims` (sorted, wrapped) of x; out dtype `out_dtype`. The kernel reads the column
 // view below on every device (the CPU and CUDA reduce kernels take it), the rows otherwise.
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType out_dtype);

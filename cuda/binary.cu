@@ -15,9 +15,9 @@ __global__ void where_kernel(Indexer<4> ix, int64_t n, const bool* c, const T* a
 }
 }  // namespace
 
-void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, double s0, double s1) {
   const char* name = op_name(op);
-  elementwise::run_binary<Dtypes>(op, a.dtype(), [&]<typename In, typename Out, typename Acc>(auto f) {
+  elementwise::run_binary<Dtypes>(op, a.dtype(), s0, s1, [&]<typename In, typename Out, typename Acc>(auto f) {
     launch_binary<In, Out, Acc>(a, b, out, f, name);
   });
 }

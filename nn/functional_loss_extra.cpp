@@ -42,11 +42,19 @@ std::vector<Tensor> pointwise_pair(const amp::OpPolicy& policy, const Tensor& in
 }
 
 // 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta > 0): smooth-l1; Huber is beta
-// times it. The square reads d clamped to [-beta, beta], so that the branch where does not take
-// has a finite gradient (0 * inf would be NaN at an infinite d).
+// times it. One kernel (the list's smooth_l1) and one node whose backward is the fused
+// smooth_l1_backward, g clamp(d / beta, -1, 1) (PyTorch's, NaN at NaN), or that formula composed
+// when a graph of the backward is built.
 Tensor smooth_l1(const Tensor& d, double beta) {
-  Tensor a = abs(d), q = clamp(d, -beta, beta);
-  return where(a < beta, (0.5 / beta) * (q * q), a - 0.5 * beta);
+  Tensor y = launch::unary(UnaryOp::SmoothL1, d, beta, 0);
+  if (needs_grad({d})) {
+    record("smooth_l1", {d}, y, [sd = SavedTensor(d), beta](const Tensor& g, const std::vector<bool>&) {
+      const Tensor d = sd.unpack();
+      if (GradMode::is_enabled()) return Grads{g * clamp(d / beta, -1.0, 1.0)};
+      return Grads{launch::binary(BinaryOp::SmoothL1Backward, g, d, g.dtype(), g.dtype(), beta, 0)};
+    });
+  }
+  return y;
 }
 
 }  // namespace

@@ -73,9 +73,9 @@ const Backend& twin_backend() {
       cpu_backend().unary(op, in, out, a, b);
       if (KernelTracer* k = rec()) k->unary(op, in, out, a, b);
     };
-    t.binary = [](BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-      cpu_backend().binary(op, a, b, out);
-      if (KernelTracer* k = rec()) k->binary(op, a, b, out);
+    t.binary = [](BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, double s0, double s1) {
+      cpu_backend().binary(op, a, b, out, s0, s1);
+      if (KernelTracer* k = rec()) k->binary(op, a, b, out, s0, s1);
     };
     t.where = [](const Tensor& c, const Tensor& a, const Tensor& b, const Tensor& out) {
       cpu_backend().where(c, a, b, out);
@@ -136,8 +136,8 @@ const Backend& twin_backend() {
       Tensor mask = make_tensor(out.sizes(), out.dtype(), out.device());
       cpu_backend().dropout(Tensor(), mask, keep_bits, p, seed);
       k->fill(mask);
-      cpu_backend().binary(BinaryOp::Mul, x, mask, out);
-      k->binary(BinaryOp::Mul, x, mask, out);
+      cpu_backend().binary(BinaryOp::Mul, x, mask, out, 0, 0);
+      k->binary(BinaryOp::Mul, x, mask, out, 0, 0);
     };
     t.dropout_backward = [](const Tensor& g, const Tensor& keep_bits, const Tensor& out, double p) {
       if (KernelTracer* k = rec()) k->unsupported("dropout_backward", {&g, &out});
@@ -524,8 +524,10 @@ void KernelTracer::unary(UnaryOp op, const Tensor& in, const Tensor& out, double
   Value v = value_of(in);
   // Formulas of several ONNX ops run in fp32 for half inputs, as Mantissa's kernels compute them
   // (one rounding at the end instead of one per node).
+  // (Elu also because opset 17 has no bfloat16 Elu.)
   const bool composite = op == UnaryOp::GeluErf || op == UnaryOp::GeluTanh || op == UnaryOp::Silu ||
-                         op == UnaryOp::Softplus || op == UnaryOp::Log1p || op == UnaryOp::Rsqrt;
+                         op == UnaryOp::Softplus || op == UnaryOp::Log1p || op == UnaryOp::Rsqrt ||
+                         op == UnaryOp::Elu || op == UnaryOp::SmoothL1;
   const bool widen = composite && (in.dtype() == DType::Float16 || in.dtype() == DType::BFloat16);
   const DType t = widen ? DType::Float32 : in.dtype();
   const std::string x = g_.cast(v.name, t);
@@ -614,13 +616,26 @@ void KernelTracer::unary(UnaryOp op, const Tensor& in, const Tensor& out, double
     case UnaryOp::IsFinite:
       y = g_.node("Not", {g_.node("Or", {g_.node("IsInf", {x}), g_.node("IsNaN", {x})})});
       break;
+    case UnaryOp::LeakyRelu:
+      y = g_.node("LeakyRelu", {x}, {Attribute::real("alpha", float(a))});
+      break;
+    case UnaryOp::Elu:
+      y = g_.node("Elu", {x}, {Attribute::real("alpha", float(a))});
+      break;
+    case UnaryOp::SmoothL1: {  // Where(|d| < beta, 0.5 d^2 / beta, |d| - 0.5 beta)
+      const std::string ad = g_.node("Abs", {x});
+      y = g_.node("Where", {g_.node("Less", {ad, sc(a)}),
+                            g_.node("Div", {g_.node("Mul", {g_.node("Mul", {x, sc(0.5)}), x}), sc(a)}),
+                            g_.node("Sub", {ad, sc(0.5 * a)})});
+      break;
+    }
     default:
       fail(op_name(op), "no ONNX mapping (a backward formula)");
   }
   define(out, y, v.batch_dim);
 }
 
-void KernelTracer::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+void KernelTracer::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, double, double) {
   if (!any_traced({&a, &b})) return;
   Value va = value_of(a, true), vb = value_of(b, true);
   const std::vector<std::string> ab{va.name, vb.name};

@@ -68,7 +68,7 @@ class KernelTracer final : public trace::Tracer {
   void copy(const Tensor& src, const Tensor& dst);
   void fill(const Tensor& dst);
   void unary(UnaryOp op, const Tensor& in, const Tensor& out, double a, double b);
-  void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
+  void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, double s0, double s1);
   void where(const Tensor& c, const Tensor& a, const Tensor& b, const Tensor& out);
   void reduce(ReduceOp op, const Tensor& in, const Tensor& out);
   void var_mean(const Tensor& in, const Tensor& var, const Tensor& mean, int64_t correction);

@@ -259,8 +259,8 @@ TEST(CudaElementwise, BinaryOpsWithBroadcastMatchCpu) {
   auto run = [&](B op, mt::DType t, mt::DType out_t, const mt::Tensor& a, const mt::Tensor& b, Tol tol) {
     mt::Shape s = mt::broadcast_shapes(a.sizes(), b.sizes(), "test");
     mt::Tensor want = mt::empty(s, {.dtype = out_t}), got = mt::empty(s, {.dtype = out_t, .device = kGpu});
-    cpu().binary(op, a, b, want);
-    gpu().binary(op, a.to(kGpu), b.to(kGpu), got);
+    cpu().binary(op, a, b, want, 0.5, 1.5);
+    gpu().binary(op, a.to(kGpu), b.to(kGpu), got, 0.5, 1.5);
     expect_close(
         got, want, tol,
         std::string("binary op ") + mt::op_name(op) + " " + mt::dtype_name(t) + " " + a.shape_str() + b.shape_str());

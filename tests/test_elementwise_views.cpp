@@ -96,6 +96,12 @@ std::vector<std::pair<std::string, std::function<mt::Tensor(const mt::Tensor&)>>
       {"softplus", [](const mt::Tensor& x) { return mt::softplus(x, 1, 20); }},
       {"pow_scalar", [](const mt::Tensor& x) { return mt::pow(x, 2.5); }},
       {"clamp", [](const mt::Tensor& x) { return mt::clamp(x, -1, 2); }},
+      {"leaky_relu", [](const mt::Tensor& x) { return mt::leaky_relu(x, 0.1); }},
+      {"elu", [](const mt::Tensor& x) { return mt::elu(x, 1.5); }},
+      {"smooth_l1",
+       [](const mt::Tensor& x) {
+         return mt::nn::functional::smooth_l1_loss(x, mt::zeros_like(x), mt::nn::Reduction::None, 0.7);
+       }},
   };
 #define MT_VIEW_UNARY(Enum, name, F, domain, policy, gradcheck, op) \
   MT_UNARY_IF_ONE_TENSOR(op, ops.emplace_back(#name, [](const mt::Tensor& x) { return mt::name(x); });)

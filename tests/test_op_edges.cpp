@@ -591,6 +591,14 @@ const std::map<std::string, Op>& unary_ops() {
         {"softplus", [](auto& x) { return mt::softplus(x[0], 1, 20); }},
         {"pow_scalar", [](auto& x) { return mt::pow(x[0], 3); }},
         {"clamp", [](auto& x) { return mt::clamp(x[0], 0, 2); }},
+        {"leaky_relu", [](auto& x) { return mt::leaky_relu(x[0], 0.1); }},
+        {"elu", [](auto& x) { return mt::elu(x[0], 1.5); }},
+        {"smooth_l1",  // the unreduced loss against zeros (float32 for an integer input)
+         [](auto& x) {
+           const Tensor zeros =
+               mt::zeros(x[0].sizes(), {.dtype = mt::is_floating(x[0].dtype()) ? x[0].dtype() : mt::kFloat32});
+           return F::smooth_l1_loss(x[0], zeros, mt::nn::Reduction::None, 1.0);
+         }},
     };
 #define MT_EDGE_UNARY(Enum, name, F, domain, policy, gradcheck, op) \
   MT_UNARY_IF_ONE_TENSOR(                                           \

@@ -109,6 +109,9 @@ UNARY = {
     # clamp's bounds are >= 0: torch converts a negative bound of a uint8 clamp to uint8 first
     # (clamp(uint8 0, -1, 2) is 2), which Mantissa does not copy (tests/test_op_edges.cpp, item 2).
     "pow_scalar": lambda x: torch.pow(x, 3), "clamp": lambda x: torch.clamp(x, 0, 2), "isfinite": torch.isfinite,
+    "leaky_relu": lambda x: F.leaky_relu(x, 0.1), "elu": lambda x: F.elu(x, 1.5),
+    # the elementwise smooth-l1 of a difference: the unreduced loss against zeros
+    "smooth_l1": lambda x: F.smooth_l1_loss(x, target(x, 0.0), reduction="none", beta=1.0),
 }
 BINARY = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "maximum": torch.maximum,

@@ -722,9 +722,10 @@ void unary(UnaryOp op, const Tensor& in, const Tensor& out, double a, double b) 
   });
 }
 
-void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  elementwise::run_binary<Dtypes>(
-      op, a.dtype(), [&]<typename In, typename Out, typename Acc>(auto f) { binary_loop<In, Out, Acc>(a, b, out, f); });
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, double s0, double s1) {
+  elementwise::run_binary<Dtypes>(op, a.dtype(), s0, s1, [&]<typename In, typename Out, typename Acc>(auto f) {
+    binary_loop<In, Out, Acc>(a, b, out, f);
+  });
 }
 
 namespace {
