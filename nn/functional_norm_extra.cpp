@@ -27,11 +27,13 @@ void check_channels(const char* op, const Tensor& x, const Tensor& t, const char
            x.shape_str(), "), got ", t.shape_str());
 }
 
-// (x - mean) / sqrt(var + eps) over `dims`, biased variance, in x's dtype.
-Tensor standardize(const Tensor& x, const Shape& dims, double eps) {
-  Tensor m = mean(x, dims, true);
-  Tensor v = var(x, dims, 0, true);
-  return (x - m) * rsqrt(v + eps);
+// (x - mean) / sqrt(var + eps) over the dims from `first` on (biased variance), in x's dtype: the
+// layer_norm kernel without weight or bias over rows of their elements (one pass each way, where
+// the composed mean, var and products took a dozen).
+Tensor standardize(const Tensor& x, int64_t first, double eps) {
+  int64_t n = 1;
+  for (int64_t d = first; d < x.dim(); ++d) n *= x.size(d);
+  return functional::layer_norm(x.reshape({x.numel() / n, n}), {n}, {}, {}, eps).reshape(x.sizes());
 }
 
 Tensor channel_dropout(const Tensor& x, double p, bool training, int64_t rank, const char* op) {
@@ -67,8 +69,7 @@ Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight0
   Tensor y = x;
   if (x.numel() > 0) {
     // [N, G, C / G * rest]: each group's statistics over its channels and positions.
-    Tensor g = x.reshape({n, num_groups, -1});
-    y = standardize(g, {2}, eps).reshape(x.sizes());
+    y = standardize(x.reshape({n, num_groups, -1}), 2, eps).reshape(x.sizes());
   }
   if (w.defined()) y = y * per_channel(w, x.dim());
   if (b.defined()) y = y + per_channel(b, x.dim());
@@ -104,9 +105,7 @@ Tensor instance_norm(const Tensor& input, const Tensor& weight0, const Tensor& b
   MT_CHECK(is_floating(x.dtype()), op, "expected a floating-point input, got ", describe({x}));
   check_channels(op, x, w, "weight");
   check_channels(op, x, b, "bias");
-  Shape dims;
-  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
-  Tensor y = x.numel() > 0 ? standardize(x, dims, eps) : x;
+  Tensor y = x.numel() > 0 ? standardize(x, 2, eps) : x;
   if (w.defined()) y = y * per_channel(w, x.dim());
   if (b.defined()) y = y + per_channel(b, x.dim());
   return y;

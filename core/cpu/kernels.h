@@ -17,4 +17,8 @@ bool kernels_use_avx512();
 // (core/cpu/matmul_k_major.cpp; built where the compiler targets AVX512-BF16). False where it
 // does not apply: the caller runs oneDNN or Eigen.
 bool matmul_k_major(const Tensor& a, const Tensor& b, const Tensor& out);
+
+// The same product when it is a matrix times a vector (N == 1 or M == 1), fp32 or fp64, with the
+// matrix contiguous along k or along the output (core/cpu/matvec.cpp); false otherwise.
+bool matvec(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
 }  // namespace mantissa::cpu

@@ -112,6 +112,7 @@ Tensor widened(const Tensor& t) {
 }  // namespace
 
 void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
+  if (matvec(a, b, bias, out)) return;
   if (!bias.defined() && matmul_k_major(a, b, out)) return;
   if (onednn::matmul(a, b, bias, out)) return;
   const int64_t B = out.size(0), M = out.size(1), N = out.size(2), K = a.size(2);
