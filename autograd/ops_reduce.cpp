@@ -186,18 +186,19 @@ Tensor std(const Tensor& x0, const Shape& dims_in, int64_t correction, bool keep
       if (x.numel() == 0) return Grads{zeros_like(x)};
       Shape d(dims.begin(), dims.end());
       Tensor s = unsqueeze_reduced(sy.unpack(), dims, keepdim);
-      Tensor flat;
+      Tensor flat, mx;
       {
         NoGradGuard guard;
-        flat = logical_or(s == 0.0, amax(x, d, true) == amin(x, d, true));
+        mx = amax(x, d, true);
+        flat = logical_or(s == 0.0, mx == amin(x, d, true));
       }
       Tensor safe = where(flat, ones_like(s), s);
-      Tensor centered = x - mean(x, d, true);
+      // A flat row is centered on its own value: x - x is +0 (and inf - inf NaN, as PyTorch's
+      // gradient there), so its gradient is +0 as PyTorch's masked one, not a rounding residue's
+      // signed 0.
+      Tensor centered = x - where(flat, mx, mean(x, d, true));
       Tensor gs = where(flat, zeros_like(s), unsqueeze_reduced(g, dims, keepdim) / (safe * double(dof)));
-      // A flat row's gradient is +0 (PyTorch masks it last) or NaN (an infinite x): abs drops the
-      // sign a rounding residue in `centered` would give its zeros.
-      Tensor gx = gs * centered;
-      return Grads{where(flat, abs(gx), gx)};
+      return Grads{gs * centered};
     });
   }
   return y;
