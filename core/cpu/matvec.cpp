@@ -21,6 +21,15 @@ namespace mantissa::cpu {
 
 namespace {
 
+// sum_k w[k] x[k].
+template <typename T>
+T dot1(const T* w, const T* x, int64_t K) {
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t k = 0; k < K; ++k) s += w[k] * x[k];
+  return s;
+}
+
 // The dot products of 4 rows w0..w3 with x over K elements (GCC turned the loop over four rows
 // into gathers; written out, it is 5 loads and 4 FMAs per 16 elements).
 template <typename T>
@@ -50,13 +59,7 @@ void dot4(const T* w0, int64_t ld, const T* x, int64_t K, T* y) {
     return;
   }
 #endif
-  for (int r = 0; r < 4; ++r) {
-    const T* wr = w0 + r * ld;
-    T s = 0;
-#pragma omp simd reduction(+ : s)
-    for (int64_t k = 0; k < K; ++k) s += wr[k] * x[k];
-    y[r] = s;
-  }
+  for (int r = 0; r < 4; ++r) y[r] = dot1(w0 + r * ld, x, K);
 }
 
 // y[r] = sum_k w[r * ld + k] x[k] for r < rows (x contiguous).
@@ -65,13 +68,7 @@ void dots(const T* w, int64_t ld, const T* x, int64_t rows, int64_t K, T* y) {
   parallel_for(0, rows, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(K, 1)), [&](int64_t r0, int64_t r1) {
     int64_t r = r0;
     for (; r + 4 <= r1; r += 4) dot4(w + r * ld, ld, x, K, y + r);
-    for (; r < r1; ++r) {
-      const T* wr = w + r * ld;
-      T s = 0;
-#pragma omp simd reduction(+ : s)
-      for (int64_t k = 0; k < K; ++k) s += wr[k] * x[k];
-      y[r] = s;
-    }
+    for (; r < r1; ++r) y[r] = dot1(w + r * ld, x, K);
   });
 }
 
