@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <mantissa.h>
 
+#include <cmath>
 #include <functional>
 #include <string>
 
@@ -88,6 +89,37 @@ TEST_F(Gradcheck, Unary) {
   for (const Case& c : cases) check2(c.name, [&](const Tensors& in) { return c.op(in[0]); }, {c.make({2, 3})});
   check2("log1p near -1", [](const Tensors& in) { return mt::log1p(in[0]); }, {U({4}, -0.7, -0.2)});
   check2("softplus", [](const Tensors& in) { return mt::softplus(in[0]); }, {U({2, 4}, -3, 3)});
+  // The activations with a parameter: a fused backward kernel, the composed formula when a graph
+  // of the backward is built (second order here).
+  check2("leaky_relu", [](const Tensors& in) { return mt::leaky_relu(in[0], 0.3); }, {U({2, 4}, -3, 3)});
+  check2("elu", [](const Tensors& in) { return mt::elu(in[0], 1.2); }, {U({2, 4}, -3, 3)});
+  check2("hardtanh", [](const Tensors& in) { return mt::hardtanh(in[0], -0.8, 1.1); }, {U({2, 4}, -3, 3)});
+  check2(
+      "smooth_l1_loss",
+      [](const Tensors& in) { return mt::nn::functional::smooth_l1_loss(in[0], in[1], mt::nn::Reduction::Sum, 0.8); },
+      {U({2, 4}, -3, 3), U({2, 4}, -3, 3)});
+  // Their composed formulas (create_graph) give the fused kernels' gradients, kinks and NaN included.
+  const Tensor x = mt::from_vector<double>({-2.5, -1.1, -0.8, -0.3, 0.0, 0.4, 1.1, 2.0, NAN}).requires_grad_();
+  const Tensor t = mt::full({9}, 0.1, {.dtype = kF64});
+  const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> fused = {
+      {"leaky_relu", [](const Tensor& v) { return mt::leaky_relu(v, 0.3); }},
+      {"elu", [](const Tensor& v) { return mt::elu(v, 1.2); }},
+      {"hardtanh", [](const Tensor& v) { return mt::hardtanh(v, -0.8, 1.1); }},
+      {"smooth_l1_loss",
+       [&](const Tensor& v) { return mt::nn::functional::smooth_l1_loss(v, t, mt::nn::Reduction::None, 0.8); }}};
+  const Tensor up = mt::from_vector<double>({0.5, -1.5, 2.0, 1.0, -0.25, 3.0, -2.0, 0.75, 1.0});
+  for (const auto& [name, f] : fused) {
+    const Tensor plain = mt::autograd::grad({f(x)}, {x}, {up})[0];
+    const Tensor graph = mt::autograd::grad({f(x)}, {x}, {up}, false, true)[0];
+    const std::vector<double> p = plain.to_vector<double>(), q = graph.to_vector<double>();
+    for (size_t i = 0; i < p.size(); ++i) {
+      if (std::isnan(p[i])) {
+        EXPECT_TRUE(std::isnan(q[i])) << name << " element " << i;
+      } else {
+        EXPECT_NEAR(q[i], p[i], 1e-15 * (1 + std::abs(p[i]))) << name << " element " << i;
+      }
+    }
+  }
   // beta x crosses the threshold inside the range: both branches of the gradient.
   check2("softplus beta threshold", [](const Tensors& in) { return mt::softplus(in[0], 2, 1.5); },
          {leaf(mt::arange(-12, 12, 1, {.dtype = kF64}).reshape({4, 6}) * 0.25 + 0.03)});

@@ -21,6 +21,18 @@ bool same(const Tensor& a, const Tensor& b) { return a.sizes() == b.sizes() && m
 Tensor f64(const mt::Shape& s) { return (mt::randn(s, {.dtype = mt::kFloat64}) * 1.5 + 0.25).requires_grad_(); }
 }  // namespace
 
+// Through the layer_norm op: its backward is differentiable too.
+TEST(NormExtra, Float64SecondOrder) {
+  mt::manual_seed(12);
+  Tensor x = f64({2, 6, 3}), w = f64({6}), b = f64({6});
+  std::string why;
+  EXPECT_TRUE(
+      mt::autograd::gradgradcheck([](auto& in) { return F::group_norm(in[0], 3, in[1], in[2]); }, {x, w, b}, {}, &why))
+      << why;
+  Tensor i = f64({2, 3, 4, 2});
+  EXPECT_TRUE(mt::autograd::gradgradcheck([](auto& in) { return F::instance_norm(in[0]); }, {i}, {}, &why)) << why;
+}
+
 TEST(NormExtra, Float64Gradcheck) {
   mt::manual_seed(11);
   Tensor x = f64({2, 6, 3}), w = f64({6}), b = f64({6});
