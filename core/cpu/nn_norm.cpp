@@ -206,10 +206,12 @@ void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
     // Each chunk's column sums, keyed by its first row and added in row order afterwards:
     // the result does not depend on which thread finishes first (deterministic training).
     std::map<int64_t, std::pair<std::vector<A>, std::vector<A>>> partials;
+    const bool columns = GW != nullptr || GB != nullptr;
     parallel_for(0, M, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)), [&](int64_t s, int64_t e) {
       // Column sums of this chunk of rows, merged once at the end; rows go through branch-free
       // loops (no weight: a row of ones) so they vectorize.
-      std::vector<A> pw(size_t(n), A(0)), pb(size_t(n), A(0)), ones(Wp ? 0 : size_t(n), A(1));
+      std::vector<A> pw(columns ? size_t(n) : 0, A(0)), pb(columns ? size_t(n) : 0, A(0)),
+          ones(Wp ? 0 : size_t(n), A(1));
       std::vector<A> narrow(kUseAccBlocks<T, T, A> ? size_t(n) : 0);
       const A* wv = Wp ? Wp : ones.data();
       for (int64_t r0 = s; r0 < e; r0 += 2) {
@@ -227,7 +229,10 @@ void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
         A* pwp = pw.data();
         A* pbp = pb.data();
         alignas(64) A lg[2][kSumLanes] = {}, lgx[2][kSumLanes] = {};
-        auto accumulate = [&]<int Rows>(int64_t i0, int64_t len) {
+        // Columns: the weight / bias column sums too (skipped when neither gradient is asked for,
+        // as group_norm's and instance_norm's standardization: their read-modify-write was a
+        // third of the pass).
+        auto accumulate = [&]<int Rows, bool Columns>(int64_t i0, int64_t len) {
 #pragma omp simd
           for (int64_t k = 0; k < len; ++k) {
             const int64_t i = i0 + k;
@@ -241,18 +246,21 @@ void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
               cw += gyi * xhi;
               cb += gyi;
             }
-            pwp[i] += cw;
-            pbp[i] += cb;
+            if constexpr (Columns) {
+              pwp[i] += cw;
+              pbp[i] += cb;
+            }
           }
         };
-        int64_t i0 = 0;
-        if (rows == 2) {
-          for (; i0 + kSumLanes <= n; i0 += kSumLanes) accumulate.template operator()<2>(i0, kSumLanes);
-          accumulate.template operator()<2>(i0, n - i0);
-        } else {
-          for (; i0 + kSumLanes <= n; i0 += kSumLanes) accumulate.template operator()<1>(i0, kSumLanes);
-          accumulate.template operator()<1>(i0, n - i0);
-        }
+        auto row_pass = [&]<int Rows, bool Columns>() {
+          int64_t i0 = 0;
+          for (; i0 + kSumLanes <= n; i0 += kSumLanes) accumulate.template operator()<Rows, Columns>(i0, kSumLanes);
+          accumulate.template operator()<Rows, Columns>(i0, n - i0);
+        };
+        if (rows == 2)
+          columns ? row_pass.template operator()<2, true>() : row_pass.template operator()<2, false>();
+        else
+          columns ? row_pass.template operator()<1, true>() : row_pass.template operator()<1, false>();
         for (int q = 0; q < rows && GX; ++q) {
           const int64_t r = r0 + q;
           const T* xr = xp[q];
@@ -290,6 +298,7 @@ void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
           }
         }
       }
+      if (!columns) return;
 #pragma omp critical(mantissa_layer_norm_backward)
       partials.emplace(s, std::make_pair(std::move(pw), std::move(pb)));
     });
