@@ -694,6 +694,26 @@ void column_extreme(const Tensor& in, void* out) {
   });
 }
 
+// The product of p[0..n) in kSumLanes partial products (four AVX-512 registers of floats: one
+// vector of them waited on each multiply's latency), combined as a tree, then the tail's.
+template <typename ProdAcc, typename Acc, typename T>
+ProdAcc row_product(const T* p, int64_t n) {
+  alignas(64) ProdAcc lanes[kSumLanes];
+  std::fill(lanes, lanes + kSumLanes, ProdAcc(1));
+  int64_t i = 0;
+  for (; i + kSumLanes <= n; i += kSumLanes) {
+#pragma omp simd
+    for (int64_t k = 0; k < kSumLanes; ++k) lanes[k] *= ProdAcc(cast_to<Acc>(p[i + k]));
+  }
+  ProdAcc tail = 1;
+  for (; i < n; ++i) tail *= ProdAcc(cast_to<Acc>(p[i]));
+  for (int64_t w = kSumLanes / 2; w > 0; w /= 2) {
+#pragma omp simd
+    for (int64_t k = 0; k < w; ++k) lanes[k] *= lanes[k + w];
+  }
+  return lanes[0] * tail;
+}
+
 // in: [cols, n] with unit-stride columns; y[c] = the product over i of in[c, i], in order.
 template <typename T, typename Acc>
 void column_prod(const T* x, int64_t cols, int64_t n, int64_t ld, T* y) {
@@ -886,20 +906,15 @@ void reduce(ReduceOp op, const Tensor& in, const Tensor& out) {
       }
       case ReduceOp::Prod: {
         // Vector lanes of partial products (as PyTorch's), rows across the threads: one chain of
-        // dependent multiplies ran at 16x PyTorch's time (prod over rows of [1024, 1024] fp32).
+        // dependent multiplies ran at 16x PyTorch's time (prod over rows of [1024, 1024] fp32),
+        // one vector of lanes at 1.5x (row_product: four).
         // Integers multiply as uint64, wrapping as torch's int64 product without undefined
         // behaviour, so their result does not depend on the order.
         using ProdAcc = std::conditional_t<std::is_integral_v<Acc>, uint64_t, Acc>;
         T* y = static_cast<T*>(out.raw_data());
         parallel_for(0, outer, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)),
                      [&](int64_t b, int64_t e) {
-                       for (int64_t r = b; r < e; ++r) {
-                         const T* p = row(r);
-                         ProdAcc acc = 1;
-#pragma omp simd reduction(* : acc)
-                         for (int64_t i = 0; i < n; ++i) acc *= ProdAcc(cast_to<Acc>(p[i]));
-                         y[r] = cast_to<T>(Acc(acc));
-                       }
+                       for (int64_t r = b; r < e; ++r) y[r] = cast_to<T>(Acc(row_product<ProdAcc, Acc>(row(r), n)));
                      });
         return;
       }
