@@ -28,6 +28,15 @@ inline Tensor grad_for(const Tensor& g, const Shape& shape, DType dtype) {
 }
 inline Tensor grad_for(const Tensor& g, const Tensor& input) { return grad_for(g, input.sizes(), input.dtype()); }
 
+// grad * f'(saved) through the fused binary-list kernel `op` (with the op's scalars s0, s1), or
+// through `composite` (differentiable ops) when a graph of the backward is built.
+template <typename Composite>
+Tensor fused_backward(BinaryOp op, const Tensor& g, const Tensor& saved, Composite composite, double s0 = 0,
+                      double s1 = 0) {
+  if (GradMode::is_enabled()) return composite();
+  return launch::binary(op, g, saved, g.dtype(), g.dtype(), s0, s1);
+}
+
 // "op: tensors of shape [..] (float32) and [..] (float16)" for error messages.
 std::string describe(std::initializer_list<Tensor> ts);
 

@@ -31,8 +31,8 @@ Tensor activation(const char* name, const Tensor& x, UnaryOp op, BinaryOp backwa
   if (needs_grad({x})) {
     record(name, {x}, y, [sx = SavedTensor(x), backward, a, b, composite](const Tensor& g, const std::vector<bool>&) {
       const Tensor x = sx.unpack();
-      if (GradMode::is_enabled()) return Grads{composite(g, x)};
-      return Grads{launch::binary(backward, g, x, g.dtype(), g.dtype(), a, b)};
+      return Grads{fused_backward(
+          backward, g, x, [&] { return composite(g, x); }, a, b)};
     });
   }
   return y;

@@ -53,13 +53,6 @@ Tensor unary_float(UnaryOp op, const Tensor& x, double a = 0, double b = 0) {
   return launch::unary(op, xf, a, b);
 }
 
-// grad * f'(saved) through a fused kernel, or through `composite` when building a graph.
-template <typename Composite>
-Tensor fused_backward(BinaryOp op, const Tensor& g, const Tensor& saved, Composite composite) {
-  if (GradMode::is_enabled()) return composite();
-  return launch::binary(op, g, saved, g.dtype(), g.dtype());
-}
-
 // Defines a unary op whose backward needs the input x.
 Tensor unary_with_input(const char* name, UnaryOp op, const Tensor& x0,
                         const std::function<Tensor(const Tensor& g, const Tensor& x)>& backward) {

@@ -50,8 +50,8 @@ Tensor smooth_l1(const Tensor& d, double beta) {
   if (needs_grad({d})) {
     record("smooth_l1", {d}, y, [sd = SavedTensor(d), beta](const Tensor& g, const std::vector<bool>&) {
       const Tensor d = sd.unpack();
-      if (GradMode::is_enabled()) return Grads{g * clamp(d / beta, -1.0, 1.0)};
-      return Grads{launch::binary(BinaryOp::SmoothL1Backward, g, d, g.dtype(), g.dtype(), beta, 0)};
+      return Grads{mantissa::detail::fused_backward(
+          BinaryOp::SmoothL1Backward, g, d, [&] { return g * clamp(d / beta, -1.0, 1.0); }, beta)};
     });
   }
   return y;
