@@ -118,6 +118,58 @@ TEST(ReduceColumns, MatchTheRowKernels) {
   }
 }
 
+// Several runs of reduced dims ({0, 2, 3} of [N, C, H, W]) are reduced a run at a time, the last
+// run first, without a transposing copy (launch::reduce, reduce_in_stages) for max / min and for
+// the sums of full-width types; the reference is the one-pass reduction of the permuted copy.
+// Size-1 reduced dims, keepdim, a permuted input whose memory order keeps the kept dims in order
+// (staged) and one that does not (the copy), NaN and -inf, integers (int64 sums of int32), and
+// bf16 (whose sums keep the copy).
+TEST(ReduceStages, SeveralRunsMatchTheRowKernels) {
+  mt::manual_seed(9);
+  const std::vector<Layout> staged = {
+      {{16, 3, 5, 7}, {0, 2, 3}}, {{4, 6, 9, 70}, {0, 2}},  {{2, 3, 4, 5, 6}, {0, 2, 4}}, {{3, 1, 4, 5}, {0, 1, 3}},
+      {{5, 2, 1, 300}, {0, 2}},   {{2, 600, 3, 2}, {1, 3}}, {{7, 1, 1, 9}, {0, 2}},       {{2, 3, 4, 5}, {0, 1, 3}},
+  };
+  for (const Layout& l : staged) {
+    for (mt::DType dt : {mt::kFloat32, mt::kFloat64, mt::kBFloat16, mt::kInt64, mt::kInt32}) {
+      const Tensor x = sample(l.shape, dt, true);
+      const Tensor r = dims_last(x, l.dims);
+      const mt::Shape rd = last_dims(r, l.dims.size());
+      const std::string what = x.shape_str() + " over " + ::testing::PrintToString(l.dims) + " " + mt::dtype_name(dt);
+      const double tol = mt::is_floating(dt) ? (dt == mt::kFloat64 ? 1e-12 : 1e-5) : 0;
+      expect_same(mt::sum(x, l.dims), mt::sum(r, rd), tol, "sum " + what);
+      expect_same(mt::amax(x, l.dims), mt::amax(r, rd), 0, "amax " + what);
+      expect_same(mt::amin(x, l.dims), mt::amin(r, rd), 0, "amin " + what);
+      // keepdim: the reduced dims stay as 1 in their places.
+      Tensor kept = mt::sum(x, l.dims, true);
+      mt::Shape want_shape = x.sizes();
+      for (int64_t d : l.dims) want_shape[size_t(d)] = 1;
+      EXPECT_EQ(kept.sizes(), want_shape) << what;
+      expect_same(kept.reshape(mt::sum(r, rd).sizes()), mt::sum(r, rd), tol, "sum keepdim " + what);
+      if (mt::is_floating(dt)) {
+        const Tensor clean = sample(l.shape, dt, false);
+        expect_same(mt::mean(clean, l.dims), mt::mean(dims_last(clean, l.dims), rd), tol, "mean " + what);
+      }
+    }
+  }
+  // Permuted inputs: [2, 3, 4, 5] seen as [5, 4, 3, 2] and as [2, 4, 5, 3].
+  const Tensor base = sample({2, 3, 4, 5}, mt::kFloat32, true);
+  const Tensor reversed = base.permute({3, 2, 1, 0});  // kept dims 0, 2 lie in reverse memory order
+  const Tensor rolled = base.permute({0, 2, 3, 1});    // reduce {0, 1, 2}: memory order {0, 2, 3} of base
+  for (const auto& [x, dims] : std::vector<std::pair<Tensor, mt::Shape>>{
+           {reversed, {1, 3}}, {rolled, {0, 1, 2}}, {rolled, {0, 2}}, {reversed, {0, 2}}}) {
+    const Tensor c = x.contiguous();
+    const std::string what = "permuted " + x.shape_str() + " over " + ::testing::PrintToString(dims);
+    expect_same(mt::sum(x, dims), mt::sum(c, dims), 1e-5, "sum " + what);
+    expect_same(mt::amax(x, dims), mt::amax(c, dims), 0, "amax " + what);
+    expect_same(mt::amin(x, dims, true), mt::amin(c, dims, true), 0, "amin keepdim " + what);
+  }
+  // Bool sums stage in int64; empty inputs keep the identity.
+  const Tensor b = mt::gt(mt::randn({6, 5, 7}), mt::scalar_tensor(0.0));
+  expect_same(mt::sum(b, {0, 2}), mt::sum(dims_last(b, {0, 2}), {1, 2}), 0, "bool sum");
+  EXPECT_EQ(mt::sum(mt::zeros({0, 3, 4}), {0, 2}).to_vector<double>(), (std::vector<double>{0, 0, 0}));
+}
+
 // bf16 rows are reduced as 32-bit word pairs (core/cpu/reduce.cpp, kPairRows): odd lengths, rows
 // starting at odd elements, NaN in either half of a word and ties give what the fp32 copy gives.
 TEST(ReduceRows, Bf16WordPairsMatchTheFp32Copy) {
