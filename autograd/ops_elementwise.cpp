@@ -201,6 +201,9 @@ Tensor pow(const Tensor& x0, const Scalar& e) {
   if (needs_grad({x})) {
     record("pow", {x}, y, [sx = SavedTensor(x), ed](const Tensor& g, auto&) {
       if (ed == 0.0) return Grads{zeros_like(g)};
+      if (ed == 1.0) return Grads{g};
+      // x^2: 2 x g in two passes (pow(x, 1), the product and the scale were three).
+      if (ed == 2.0) return Grads{g * (sx.unpack() * 2.0)};
       return Grads{g * pow(sx.unpack(), ed - 1.0) * ed};
     });
   }

@@ -495,3 +495,46 @@ TEST(VectorBf16Arithmetic, EveryLayoutIsTheRoundedFp32Result) {
     }
   }
 }
+
+// pow(x, e) by its exponent's kind (core/elementwise_math.h, with_pow_kind): 1 and 0 as x and 1,
+// integer exponents as pow(|x|, e) with x's sign where e is odd, the rest by pow. Every kind
+// against double pow (0.5 and -0.5: sqrt, as PyTorch) of the same input, over negative and positive bases, -0, inf and
+// NaN, in fp32, fp64 and bf16, and through a view (the strided loop).
+TEST(PowScalar, EveryExponentKindMatchesDoublePow) {
+  std::vector<double> base;
+  for (int i = -400; i <= 400; ++i) base.push_back(double(i) * 0.0137);
+  for (double s : {0.0, -0.0, 1.0, -1.0, 1e-20, -1e-20, 3e4, -3e4, double(INFINITY), -double(INFINITY), double(NAN)})
+    base.push_back(s);
+  const int64_t n = int64_t(base.size());
+  for (double e : {0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, -1.0, -2.0, -3.0, -4.0, 7.0, 1e10, 2.5, -0.5, 0.5, -1.5}) {
+    for (mt::DType dt : {mt::kFloat32, mt::kFloat64, mt::kBFloat16}) {
+      const Tensor x = mt::from_vector(base, {n}, {.dtype = mt::kFloat64}).to(dt);
+      const std::vector<double> in = x.to(mt::kFloat64).to_vector<double>();
+      const Tensor wide = mt::cat({x.unsqueeze(1), x.unsqueeze(1)}, 1);  // [n, 2]: column 0 is a strided view
+      for (const Tensor& got_t : {mt::pow(x, e), mt::pow(wide.select(1, 0), e)}) {
+        const std::vector<double> got = got_t.to(mt::kFloat64).to_vector<double>();
+        const double tol = dt == mt::kFloat64 ? 4e-16 : dt == mt::kFloat32 ? 6e-7 : 8e-3;
+        for (int64_t i = 0; i < n; ++i) {
+          // The reference rounded to the dtype, as the kernel's result is; 0.5 and -0.5 as PyTorch
+          // computes them, by sqrt (sqrt(-0) = -0, sqrt(-inf) = NaN, unlike pow).
+          const double v = in[size_t(i)];
+          const double exact = e == 0.5 ? std::sqrt(v) : e == -0.5 ? 1 / std::sqrt(v) : std::pow(v, e);
+          const double want = mt::from_vector(std::vector<double>{exact}, {1}, {.dtype = mt::kFloat64})
+                                  .to(dt)
+                                  .to(mt::kFloat64)
+                                  .item<double>();
+          const std::string what = std::string(mt::dtype_name(dt)) + " pow(" + std::to_string(in[size_t(i)]) + ", " +
+                                   std::to_string(e) + ")";
+          if (std::isnan(want)) {
+            EXPECT_TRUE(std::isnan(got[size_t(i)])) << what;
+          } else if (std::isinf(want) || want == 0) {
+            EXPECT_EQ(got[size_t(i)], want) << what;
+            EXPECT_EQ(std::signbit(got[size_t(i)]), std::signbit(want)) << what;
+          } else {
+            EXPECT_NEAR(got[size_t(i)], want, tol * std::fabs(want)) << what;
+          }
+        }
+      }
+    }
+  }
+}
