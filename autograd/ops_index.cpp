@@ -146,22 +146,25 @@ Tensor scatter_add(const Tensor& x0, int64_t dim_in, const Tensor& index, const 
 Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   MT_CHECK(indices.dtype() == DType::Int64 || indices.dtype() == DType::Int32, "one_hot",
            "expects an integer tensor, got ", dtype_name(indices.dtype()));
-  std::vector<int64_t> v = indices.to_vector<int64_t>();
+  // On the indices' device: zeros, then a 1 scattered per index (through a host vector the
+  // [4096] -> [4096, 256] case took 3x PyTorch's time, and a GPU's indices went to the host).
+  Tensor idx = launch::contiguous(launch::cast(indices, DType::Int64));
   if (num_classes < 0) {
-    MT_CHECK(!v.empty(), "one_hot", "cannot infer the number of classes from an empty tensor ", indices.shape_str(),
-             " (pass num_classes)");
-    num_classes = 0;
-    for (int64_t i : v) num_classes = std::max(num_classes, i + 1);
+    MT_CHECK(idx.numel() > 0, "one_hot", "cannot infer the number of classes from an empty tensor ",
+             indices.shape_str(), " (pass num_classes)");
+    num_classes = std::max<int64_t>(0, amax(idx).item<int64_t>() + 1);
   }
   Shape shape = indices.sizes();
   shape.push_back(num_classes);
-  std::vector<int64_t> out(size_t(shape_numel(shape)), 0);
-  for (size_t i = 0; i < v.size(); ++i) {
-    MT_CHECK(v[i] >= 0 && v[i] < num_classes, "one_hot", "class value ", v[i], " is out of range [0, ", num_classes,
-             ")");
-    out[i * size_t(num_classes) + size_t(v[i])] = 1;
-  }
-  return from_vector(out, shape, {.dtype = DType::Int64, .device = indices.device()});
+  Tensor out = zeros(shape, {.dtype = DType::Int64, .device = indices.device()});
+  if (idx.numel() == 0) return out;
+  launch::check_index_range("one_hot", "class value", idx, num_classes, nullptr,
+                            "[0, " + std::to_string(num_classes) + ")");
+  Shape column = idx.sizes();
+  column.push_back(1);
+  Tensor ones_at = ones(column, {.dtype = DType::Int64, .device = indices.device()});
+  backend_for(indices.device()).scatter_add(out, out.dim() - 1, idx.reshape(column), ones_at);
+  return out;
 }
 
 }  // namespace mantissa

@@ -79,6 +79,17 @@ std::vector<Case> cases() {
       {"second chunk of [9, 1024]", {9, 1024}, [](const mt::Tensor& x) { return mt::chunk(x, 2, 1)[1]; }},
       {"rotary half of [4, 3, 16]", {4, 3, 16}, [](const mt::Tensor& x) { return x.narrow(2, 8, 8); }},
       {"step-2 slice, transposed (not dense)", {20, 30}, [](const mt::Tensor& x) { return x.slice(1, 0, 30, 2).t(); }},
+      // One value along each long row (an expanded gradient): one block's result and a fill.
+      {"expand of [4, 1] to [4, 700]",
+       {4, 1},
+       [](const mt::Tensor& x) {
+         return x.expand({4, 700});
+       }},
+      {"expand of [1] to [3, 700]",
+       {1},
+       [](const mt::Tensor& x) {
+         return x.expand({3, 700});
+       }},
       {"t of [0, 5] (empty)", {0, 5}, [](const mt::Tensor& x) { return x.t(); }},
       {"0-dim", {}, [](const mt::Tensor& x) { return x; }},
   };
@@ -230,6 +241,18 @@ TEST(ElementwiseViews, EveryBinaryOpOnViewsEqualsTheContiguousKernel) {
         expect_same(op(v, other), want, d);
         expect_same(op(other, v), op(other, v.contiguous()), name + "(b, " + what + "), " + mt::dtype_name(dt));
       }
+    // Both operands one value along each row of 700 (an expanded gradient times a per-channel
+    // weight): one block's results and a fill; NaN, inf and -0 among the rows' values.
+    const mt::Tensor ca = mt::abs(sample({5, 1}, dt)).expand({5, 700}), cb = sample({5, 1}, dt).expand({5, 700});
+    for (const auto& [name, op] : ops) {
+      mt::Tensor want;
+      try {
+        want = op(ca.contiguous(), cb.contiguous());
+      } catch (const mt::Error&) {
+        continue;
+      }
+      expect_same(op(ca, cb), want, name + " of two expanded columns, " + std::string(mt::dtype_name(dt)));
+    }
   }
 }
 
