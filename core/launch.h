@@ -25,7 +25,9 @@ Tensor unary_to(UnaryOp op, const Tensor& x, DType out_dtype, double a = 0, doub
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, DType compute, DType out_dtype, double s0 = 0,
               double s1 = 0);
 // Reduces `dims` (sorted, wrapped) of x; out dtype `out_dtype`. The kernel reads the column
-// view below on every device (the CPU and CUDA reduce kernels take it), the rows otherwise.
+// view below on every device (the CPU and CUDA reduce kernels take it), the rows otherwise;
+// several runs of dims ({0, 2, 3} of [N, C, H, W]) of a sum of full-width values or of a
+// max / min go a run at a time, the last first, each rows or columns (no transposing copy).
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType out_dtype);
 // x with `dims` moved to the end and made contiguous: a [outer, n] block for row kernels.
 Tensor move_dims_last(const Tensor& x, const std::vector<int64_t>& dims, Shape& kept_sizes);
