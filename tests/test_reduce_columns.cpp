@@ -79,20 +79,34 @@ void expect_same(const Tensor& got, const Tensor& want, double tol, const std::s
   }
 }
 
+// One layout in one dtype: x (NaN, -inf and ties among its values), its copy r with the reduced
+// dims last (over rd), a description and the sums' tolerance; sum, amax and amin of x already
+// checked against the row kernels' results on r.
+struct RowCase {
+  Tensor x, r;
+  mt::Shape rd;
+  std::string what;
+  double tol;
+};
+RowCase checked_against_rows(const Layout& l, mt::DType dt) {
+  const Tensor x = sample(l.shape, dt, true);
+  const Tensor r = dims_last(x, l.dims);
+  const mt::Shape rd = last_dims(r, l.dims.size());
+  const std::string what = x.shape_str() + " over " + ::testing::PrintToString(l.dims) + " " + mt::dtype_name(dt);
+  const double tol = mt::is_floating(dt) ? (dt == mt::kFloat64 ? 1e-12 : 1e-5) : 0;
+  expect_same(mt::sum(x, l.dims), mt::sum(r, rd), tol, "sum " + what);
+  expect_same(mt::amax(x, l.dims), mt::amax(r, rd), 0, "amax " + what);
+  expect_same(mt::amin(x, l.dims), mt::amin(r, rd), 0, "amin " + what);
+  return {x, r, rd, what, tol};
+}
+
 }  // namespace
 
 TEST(ReduceColumns, MatchTheRowKernels) {
   mt::manual_seed(3);
   for (const Layout& l : layouts()) {
     for (mt::DType dt : {mt::kFloat32, mt::kFloat64, mt::kBFloat16, mt::kFloat16, mt::kInt64, mt::kInt32}) {
-      const Tensor x = sample(l.shape, dt, true);
-      const Tensor r = dims_last(x, l.dims);
-      const mt::Shape rd = last_dims(r, l.dims.size());
-      const std::string what = x.shape_str() + " over " + ::testing::PrintToString(l.dims) + " " + mt::dtype_name(dt);
-      const double tol = mt::is_floating(dt) ? (dt == mt::kFloat64 ? 1e-12 : 1e-5) : 0;
-      expect_same(mt::sum(x, l.dims), mt::sum(r, rd), tol, "sum " + what);
-      expect_same(mt::amax(x, l.dims), mt::amax(r, rd), 0, "amax " + what);
-      expect_same(mt::amin(x, l.dims), mt::amin(r, rd), 0, "amin " + what);
+      const auto [x, r, rd, what, tol] = checked_against_rows(l, dt);
       if (l.dims.size() == 1) {
         const int64_t d = l.dims[0];
         expect_same(mt::argmax(x, d), mt::argmax(r, -1), 0, "argmax " + what);
@@ -132,14 +146,7 @@ TEST(ReduceStages, SeveralRunsMatchTheRowKernels) {
   };
   for (const Layout& l : staged) {
     for (mt::DType dt : {mt::kFloat32, mt::kFloat64, mt::kBFloat16, mt::kInt64, mt::kInt32}) {
-      const Tensor x = sample(l.shape, dt, true);
-      const Tensor r = dims_last(x, l.dims);
-      const mt::Shape rd = last_dims(r, l.dims.size());
-      const std::string what = x.shape_str() + " over " + ::testing::PrintToString(l.dims) + " " + mt::dtype_name(dt);
-      const double tol = mt::is_floating(dt) ? (dt == mt::kFloat64 ? 1e-12 : 1e-5) : 0;
-      expect_same(mt::sum(x, l.dims), mt::sum(r, rd), tol, "sum " + what);
-      expect_same(mt::amax(x, l.dims), mt::amax(r, rd), 0, "amax " + what);
-      expect_same(mt::amin(x, l.dims), mt::amin(r, rd), 0, "amin " + what);
+      const auto [x, r, rd, what, tol] = checked_against_rows(l, dt);
       // keepdim: the reduced dims stay as 1 in their places.
       Tensor kept = mt::sum(x, l.dims, true);
       mt::Shape want_shape = x.sizes();
