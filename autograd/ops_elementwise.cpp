@@ -386,16 +386,17 @@ Tensor div(const Tensor& a0, const Tensor& b0) {
   const Tensor &a = in[0], &b = in[1];
   Tensor y = arith("div", BinaryOp::Div, a, b);
   if (needs_grad({a, b})) {
-    // d/da = g / b, d/db = -(g / b) y with y = a / b, the output (saved only for b's
-    // gradient): three passes for both gradients where -(g (a / b) / b) and g / b took five.
-    // Never b * b, which would underflow in fp16 (and in fp32 below 3e-23) where the quotients
-    // do not.
+    // d/da = g / b, d/db = -((g / b) a) / b: g / b shared, four passes for both gradients where
+    // g / b and -(g ((a / b) / b)) took five. a is kept only for b's gradient (see mul); not the
+    // output, which the user may change in place (PyTorch's div saves a and b). Never b * b,
+    // which would underflow in fp16 (and in fp32 below 3e-23) where the quotients do not.
     record("div", {a, b}, y,
-           [sy = SavedTensor(b.requires_grad() ? y : Tensor(), true), sb = SavedTensor(b), sza = a.sizes(),
-            ta = a.dtype()](const Tensor& g, auto& need) {
-             const Tensor ga = g / sb.unpack();
+           [sa = SavedTensor(b.requires_grad() ? a : Tensor()), sb = SavedTensor(b), sza = a.sizes(), ta = a.dtype()](
+               const Tensor& g, auto& need) {
+             const Tensor b = sb.unpack();
+             const Tensor ga = g / b;
              return Grads{need[0] ? grad_for(ga, sza, ta) : Tensor(),
-                          need[1] ? grad_for(-(ga * sy.unpack()), sb.unpack()) : Tensor()};
+                          need[1] ? grad_for(-((ga * sa.unpack()) / b), b) : Tensor()};
            });
   }
   return y;

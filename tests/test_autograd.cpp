@@ -124,6 +124,19 @@ TEST(Autograd, UnsavedTensorMayBeModifiedInPlace) {
   EXPECT_EQ(vals(x.grad()), (std::vector<double>{1, 1}));
 }
 
+TEST(Autograd, DivOutputMayBeModifiedInPlace) {
+  // div saves a and b, not its output (as PyTorch): the output may be changed in place before
+  // backward (a saved output would share its storage and refuse the in-place op).
+  for (bool modify : {false, true}) {
+    mt::Tensor a = leaf({3, -2}), b = leaf({4, 0.5});
+    mt::Tensor y = a / b;
+    mt::Tensor z = modify ? y.mul_(5) : y * 5;
+    z.sum().backward();
+    EXPECT_EQ(vals(a.grad()), (std::vector<double>{5 / 4.0, 5 / 0.5})) << "modified: " << modify;
+    EXPECT_EQ(vals(b.grad()), (std::vector<double>{-5 * 3 / 16.0, -5 * -2 / 0.25})) << "modified: " << modify;
+  }
+}
+
 TEST(Autograd, InPlaceOnLeafRequiringGradThrows) {
   mt::Tensor w = leaf({1, 2});
   mt::Tensor ones = mt::ones({2}, {.dtype = mt::kDouble});
