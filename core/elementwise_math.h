@@ -153,9 +153,10 @@ MT_UNARY_FUNCTOR(LogSigmoid, (x < T(0) ? x : T(0)) - std::log1p(std::exp(-std::f
 // x ^ e: the exponents PyTorch takes without pow (2, 3, 0.5, -0.5, -1, -2) by products, sqrt and
 // division as it computes them (the list's own Square, Sqrt, Rsqrt and Reciprocal among them), 1
 // and 0 as x and 1 (pow's own results for every x, NaN included; pow(x, 1) is what pow(x, 2)'s
-// backward asks for, and pow took 2-10 ns an element, most on negative bases), others by pow. with_pow_kind runs a
-// caller with the functor for e, so that the CPU loops choose once per call rather than per element: the branch kept
-// GCC from vectorizing (pow of bf16 ran at 6 ns an element, 1.5x PyTorch's time).
+// backward asked for, and pow took 2-10 ns an element, most on negative bases), integer
+// exponents by PowInteger, others by pow. with_pow_kind runs a caller with the functor for e, so
+// that the CPU loops choose once per call rather than per element: the branch kept GCC from
+// vectorizing (pow of bf16 ran at 6 ns an element, 1.5x PyTorch's time).
 MT_UNARY_FUNCTOR(PowOne, x);
 MT_UNARY_FUNCTOR(PowZero, ((void)x, T(1)));
 MT_UNARY_FUNCTOR(Cube, x* x* x);
