@@ -29,8 +29,9 @@ struct GraphTask {
   // Nodes whose gradient so far is a cast's narrow one (Node::defers_widening_to): the dtype
   // it stands for.
   std::unordered_map<Node*, DType> narrow;
-  // Nodes whose gradient so far is views' gradients, each in its window (Node::grad_window),
-  // not yet written into one tensor (then buffer holds none for the node).
+  // Views' gradients for a node, each in its window (Node::grad_window), not yet written into
+  // one tensor: they are, together with the node's whole-tensor gradient in buffer (if any),
+  // when the node runs (sum_windows).
   std::unordered_map<Node*, std::vector<WindowGradient>> windows;
 
   // `widen_to`: g is a cast's narrow gradient for a tensor of that dtype. A sum of gradients
@@ -38,16 +39,11 @@ struct GraphTask {
   // `window`: g is the gradient of that window of n's tensor.
   void add_gradient(Node* n, Tensor g, std::optional<DType> widen_to = {},
                     const std::shared_ptr<const ViewWindow>& window = nullptr) {
-    Tensor& slot = buffer[n];
     if (window) {
-      if (!slot.defined()) {
-        windows[n].push_back({std::move(g), window});
-        return;
-      }
-      g = window->scatter(g);
-    } else {
-      gather_windows(n, slot);
+      windows[n].push_back({std::move(g), window});
+      return;
     }
+    Tensor& slot = buffer[n];
     if (!slot.defined()) {
       slot = g;
       if (widen_to) narrow[n] = *widen_to;
@@ -61,25 +57,28 @@ struct GraphTask {
   }
 
   // The gradient summed at n as n's apply() may take it: a narrow one widened unless n reads
-  // narrow gradients and no hook, retain_grad or capture sees it.
+  // narrow gradients and no hook, retain_grad, capture or view's gradient sees it; the views'
+  // gradients added in their windows (rotary embeddings' q: q * cos and its two halves) in one
+  // pass, not each scattered into zeros and added to the whole.
   Tensor take_gradient(Node* n) {
-    gather_windows(n, buffer[n]);
-    Tensor g = std::move(buffer[n]);
-    buffer.erase(n);
+    Tensor g;
+    if (auto it = buffer.find(n); it != buffer.end()) {
+      g = std::move(it->second);
+      buffer.erase(it);
+    }
+    auto views = windows.find(n);
+    const bool has_views = views != windows.end();
     if (auto it = narrow.find(n); it != narrow.end()) {
-      const bool keep = n->reads_narrow_grad && n->pre_hooks.empty() && n->retained.expired() && !capture.contains(n);
+      const bool keep =
+          !has_views && n->reads_narrow_grad && n->pre_hooks.empty() && n->retained.expired() && !capture.contains(n);
       if (!keep) g = g.to(it->second);
       narrow.erase(it);
     }
+    if (has_views) {
+      g = sum_windows(views->second, g);
+      windows.erase(views);
+    }
     return g;
-  }
-
-  // Writes the windows' gradients pending for n into one gradient of its tensor, into `slot`.
-  void gather_windows(Node* n, Tensor& slot) {
-    auto it = windows.find(n);
-    if (it == windows.end()) return;
-    slot = sum_windows(it->second);
-    windows.erase(it);
   }
 };
 

@@ -84,32 +84,47 @@ Tensor ViewWindow::scatter(const Tensor& g) const {
   return view_scatter(g, input_sizes, sz, st, offset);
 }
 
-Tensor sum_windows(const std::vector<WindowGradient>& terms) {
+Tensor sum_windows(const std::vector<WindowGradient>& terms, const Tensor& whole) {
   const Tensor& g0 = terms.front().grad;
   const ViewWindow& w0 = *terms.front().window;
-  const bool alike = std::all_of(terms.begin(), terms.end(), [&](const WindowGradient& t) {
-    return t.grad.dtype() == g0.dtype() && t.grad.device() == g0.device() && t.window->input_sizes == w0.input_sizes;
-  });
+  auto like_g0 = [&](const Tensor& t) { return t.dtype() == g0.dtype() && t.device() == g0.device(); };
+  const bool alike = std::all_of(terms.begin(), terms.end(),
+                                 [&](const WindowGradient& t) {
+                                   return like_g0(t.grad) && t.window->input_sizes == w0.input_sizes;
+                                 }) &&
+                     (!whole.defined() || (like_g0(whole) && whole.sizes() == w0.input_sizes));
   if (!alike) {  // mixed dtypes promote as the sum of whole gradients does
-    Tensor sum = w0.scatter(g0);
-    for (size_t i = 1; i < terms.size(); ++i) sum = sum + terms[i].window->scatter(terms[i].grad);
+    Tensor sum = whole;
+    for (const WindowGradient& t : terms) {
+      Tensor scattered = t.window->scatter(t.grad);
+      sum = sum.defined() ? sum + scattered : scattered;
+    }
     return sum;
   }
   const Backend& backend = backend_for(g0.device());
   Tensor storage = make_tensor({shape_numel(w0.input_sizes)}, g0.dtype(), g0.device());
-  Tensor whole = make_view(storage, w0.input_sizes, w0.layout, 0);
+  Tensor sum = make_view(storage, w0.input_sizes, w0.layout, 0);
+  // Windows that tile the input are written once each: copied, or added to the whole gradient's
+  // window (one pass over each element); others start from zeros or the whole gradient.
   const bool tiled = tile(terms);
-  if (!tiled) backend.fill(storage, 0);
+  if (!tiled) {
+    if (whole.defined())
+      backend.copy(whole, sum);
+    else
+      backend.fill(storage, 0);
+  }
   for (const WindowGradient& t : terms) {
-    Tensor window = t.window->in(whole);
+    Tensor window = t.window->in(sum);
     MT_CHECK(t.grad.sizes() == window.sizes(), "backward", "the gradient of a view of shape ",
              shape_str(window.sizes()), " has shape ", t.grad.shape_str());
-    if (tiled)
-      backend.copy(t.grad, window);
-    else
+    if (!tiled)
       window.add_(t.grad);  // overlapping windows sum, in the order the gradients arrived
+    else if (whole.defined())
+      backend.binary(BinaryOp::Add, t.window->in(whole), t.grad, window, 0, 0);
+    else
+      backend.copy(t.grad, window);
   }
-  return whole;
+  return sum;
 }
 
 }  // namespace mantissa::autograd

@@ -38,8 +38,9 @@ struct WindowGradient {
 // (contiguous, or a permutation of that); otherwise contiguous strides.
 Shape gradient_layout(const Tensor& x);
 
-// The gradient of the input: the sum of the views' gradients, each in its window. Without
-// autograd; every term is of one input (same input_sizes).
-Tensor sum_windows(const std::vector<WindowGradient>& terms);
+// The gradient of the input: `whole` (a gradient of the whole input, or undefined) plus the
+// views' gradients, each in its window. Without autograd; every term is of one input (same
+// input_sizes).
+Tensor sum_windows(const std::vector<WindowGradient>& terms, const Tensor& whole = {});
 
 }  // namespace mantissa::autograd

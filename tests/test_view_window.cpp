@@ -125,6 +125,32 @@ TEST(ViewWindow, WholeGradientAndWindowsSum) {
   expect_same(x.grad(), want);
 }
 
+// Rotary embeddings' q: used whole (q * cos) and through its two halves. The halves' gradients
+// are added to the whole gradient in their windows in one pass, no zero tensor; a whole
+// gradient that arrives narrow (a cast's) is widened first, and one of another dtype is summed.
+TEST(ViewWindow, WholeGradientAndTilingWindowsInOnePass) {
+  mt::Tensor x = leaf({4, 6});
+  mt::Tensor v = mt::randn({4, 6}, {.dtype = mt::kDouble}), w = mt::randn({4, 6}, {.dtype = mt::kDouble});
+  auto halves = mt::chunk(x, 2, 1);
+  auto ws = mt::chunk(w, 2, 1);
+  mt::Tensor loss = (x * v).sum() + (halves[1] * ws[1]).sum() + (halves[0] * ws[0]).sum();
+  mt::Tensor seed = mt::ones({}, {.dtype = mt::kDouble});
+  EXPECT_EQ(calls_of("fill", [&] { loss.backward(seed); }), 0);
+  mt::Tensor want = v + w;
+  expect_same(x.grad(), want);
+
+  for (mt::DType whole_dtype : {mt::kBFloat16, mt::kFloat32}) {
+    mt::Tensor y = leaf({4, 6}, mt::kFloat32);
+    mt::Tensor vb = mt::randn({4, 6}, {.dtype = whole_dtype});
+    mt::Tensor w32 = w.to(mt::kFloat32);
+    auto parts = mt::chunk(y, 2, 1);
+    auto w32s = mt::chunk(w32, 2, 1);
+    mt::Tensor whole_term = whole_dtype == mt::kFloat32 ? (y * vb).sum() : (y.to(whole_dtype) * vb).sum();
+    ((parts[0] * w32s[0]).sum() + whole_term.to(mt::kFloat32) + (parts[1] * w32s[1]).sum()).backward();
+    expect_same(y.grad(), vb.to(mt::kFloat32) + w32);
+  }
+}
+
 // With create_graph the windows are scattered as differentiable ops: second derivatives hold.
 TEST(ViewWindow, DoubleBackwardThroughWindows) {
   mt::Tensor x = leaf({3, 4});
