@@ -111,6 +111,8 @@ Tensor stack(const std::vector<Tensor>& ts, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+// The selects x.select(dim, i) for every i (torch.unbind).
+std::vector<Tensor> unbind(const Tensor& x, int64_t dim = 0);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 // Returns x with src added at `index` along dim (out-of-place scatter_add).

@@ -85,6 +85,8 @@ Tensor index_corner(const Tensor& t, const Tensor& index, int64_t dim) {
 
 Tensor gather(const Tensor& x, int64_t dim_in, const Tensor& index) {
   int64_t dim = wrap_dim(dim_in, x.dim(), "gather");
+  // A 0-dim input is one element along dim 0 (PyTorch): gathered as [1].
+  if (x.dim() == 0 && index.dim() <= 1) return gather(x.reshape({1}), 0, index.reshape({-1})).reshape(index.sizes());
   launch::check_same_device("gather", {x, index});
   MT_CHECK(index.dim() == x.dim(), "gather", "index must have as many dims as the input: ", describe({x, index}));
   for (int64_t d = 0; d < x.dim(); ++d)
@@ -106,6 +108,8 @@ Tensor scatter_add(const Tensor& x0, int64_t dim_in, const Tensor& index, const 
   auto in = amp::autocast_many(autocast_scatter_add, {x0, src0});
   Tensor x = in[0], src = in[1].dtype() == in[0].dtype() ? in[1] : in[1].to(in[0].dtype());
   int64_t dim = wrap_dim(dim_in, x.dim(), "scatter_add");
+  if (x.dim() == 0 && index.dim() <= 1 && src.dim() <= 1)  // one element along dim 0, as gather's
+    return scatter_add(x.reshape({1}), 0, index.reshape({-1}), src.reshape({-1})).reshape({});
   launch::check_same_device("scatter_add", {x, index, src});
   MT_CHECK(index.dim() == x.dim() && src.dim() == x.dim(), "scatter_add",
            "index and src must have as many dims as the input: ", describe({x, index, src}));

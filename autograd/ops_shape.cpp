@@ -178,6 +178,7 @@ Tensor Tensor::t(Key) const {
 }
 
 Tensor Tensor::slice(Key, int64_t d, int64_t start, int64_t end, int64_t step) const {
+  MT_CHECK(dim() > 0, "slice", "cannot be applied to a 0-dim tensor");
   d = wrap_dim(d, dim(), "slice");
   MT_CHECK(step > 0, "slice", "step must be positive, got ", step);
   int64_t n = size(d);
@@ -189,6 +190,7 @@ Tensor Tensor::slice(Key, int64_t d, int64_t start, int64_t end, int64_t step) c
 }
 
 Tensor Tensor::narrow(Key, int64_t d, int64_t start, int64_t length) const {
+  MT_CHECK(dim() > 0, "narrow", "cannot be applied to a 0-dim tensor");
   d = wrap_dim(d, dim(), "narrow");
   int64_t n = size(d);
   if (start < 0) start += n;
@@ -198,6 +200,7 @@ Tensor Tensor::narrow(Key, int64_t d, int64_t start, int64_t length) const {
 }
 
 Tensor Tensor::select(Key, int64_t d, int64_t index) const {
+  MT_CHECK(dim() > 0, "select", "cannot be applied to a 0-dim tensor");
   d = wrap_dim(d, dim(), "select");
   int64_t n = size(d);
   MT_CHECK(index >= -n && index < n, "select", "index ", index, " is out of range for dimension ", d, " of size ", n,
@@ -358,6 +361,7 @@ Tensor stack(const std::vector<Tensor>& ts0, int64_t dim) {
 }
 
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
+  MT_CHECK(x.dim() > 0, "split", "expects at least a 1-dimensional tensor");
   dim = wrap_dim(dim, x.dim(), "split");
   int64_t total = 0;
   for (int64_t s : sizes) {
@@ -377,6 +381,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
 
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   MT_CHECK(split_size > 0, "split", "split_size must be positive, got ", split_size);
+  MT_CHECK(x.dim() > 0, "split", "expects at least a 1-dimensional tensor");
   dim = wrap_dim(dim, x.dim(), "split");
   std::vector<int64_t> sizes;
   for (int64_t o = 0; o < x.size(dim); o += split_size) sizes.push_back(std::min(split_size, x.size(dim) - o));
@@ -386,11 +391,31 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
 
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   MT_CHECK(chunks > 0, "chunk", "number of chunks must be positive, got ", chunks);
+  MT_CHECK(x.dim() > 0, "chunk", "expects at least a 1-dimensional tensor");
   dim = wrap_dim(dim, x.dim(), "chunk");
   // An empty dim splits into `chunks` empty chunks (PyTorch).
-  if (x.dim() > 0 && x.size(dim) == 0) return std::vector<Tensor>(size_t(chunks), x.narrow(dim, 0, 0));
+  if (x.size(dim) == 0) return std::vector<Tensor>(size_t(chunks), x.narrow(dim, 0, 0));
   int64_t size = (x.size(dim) + chunks - 1) / chunks;
   return split(x, std::max<int64_t>(size, 1), dim);
 }
+
+std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
+  MT_CHECK(x.dim() > 0, "unbind", "dimension ", dim, " specified but the tensor has no dimensions");
+  dim = wrap_dim(dim, x.dim(), "unbind");
+  std::vector<Tensor> out;
+  for (int64_t i = 0; i < x.size(dim); ++i) out.push_back(x.select(dim, i));
+  return out;
+}
+
+std::vector<Tensor> Tensor::chunk(Key, int64_t chunks, int64_t dim) const {
+  return mantissa::chunk(*this, chunks, dim);
+}
+std::vector<Tensor> Tensor::split(Key, int64_t split_size, int64_t dim) const {
+  return mantissa::split(*this, split_size, dim);
+}
+std::vector<Tensor> Tensor::split(Key, const std::vector<int64_t>& sizes, int64_t dim) const {
+  return mantissa::split(*this, sizes, dim);
+}
+std::vector<Tensor> Tensor::unbind(Key, int64_t dim) const { return mantissa::unbind(*this, dim); }
 
 }  // namespace mantissa

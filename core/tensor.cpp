@@ -43,8 +43,16 @@ const TensorImpl& checked(const std::shared_ptr<TensorImpl>& p) {
 
 const Shape& Tensor::sizes() const { return checked(impl_).sizes; }
 const Shape& Tensor::strides() const { return checked(impl_).strides; }
-int64_t Tensor::size(int64_t d) const { return sizes()[wrap_dim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
+// A 0-dim tensor has no dim to name (wrap_dim takes 0 and -1 for it, as ops that treat it as one
+// element do).
+int64_t Tensor::size(int64_t d) const {
+  MT_CHECK(dim() > 0, "size", "dimension ", d, " specified but the tensor has no dimensions");
+  return sizes()[wrap_dim(d, dim(), "size")];
+}
+int64_t Tensor::stride(int64_t d) const {
+  MT_CHECK(dim() > 0, "stride", "dimension ", d, " specified but the tensor has no dimensions");
+  return strides()[wrap_dim(d, dim(), "stride")];
+}
 int64_t Tensor::dim() const { return int64_t(sizes().size()); }
 int64_t Tensor::numel() const { return checked(impl_).numel(); }
 int64_t Tensor::offset() const { return checked(impl_).offset; }

@@ -133,6 +133,23 @@ class Tensor {
   Tensor select(int64_t dim, int64_t index) const {
     return select(key<A>(), dim, index);
   }
+  // Views along dim, as torch.Tensor.chunk / split / unbind (the free functions of autograd/ops.h).
+  template <class A = autograd::Methods>
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const {
+    return chunk(key<A>(), chunks, dim);
+  }
+  template <class A = autograd::Methods>
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const {
+    return split(key<A>(), split_size, dim);
+  }
+  template <class A = autograd::Methods>
+  std::vector<Tensor> split(const std::vector<int64_t>& sizes, int64_t dim = 0) const {
+    return split(key<A>(), sizes, dim);
+  }
+  template <class A = autograd::Methods>
+  std::vector<Tensor> unbind(int64_t dim = 0) const {
+    return unbind(key<A>(), dim);
+  }
   template <class A = autograd::Methods>
   Tensor expand(const Shape& shape) const {
     return expand(key<A>(), shape);
@@ -423,6 +440,10 @@ class Tensor {
   Tensor narrow(Key, int64_t dim, int64_t start, int64_t length) const;
   Tensor slice(Key, int64_t dim, int64_t start, int64_t end, int64_t step) const;
   Tensor select(Key, int64_t dim, int64_t index) const;
+  std::vector<Tensor> chunk(Key, int64_t chunks, int64_t dim) const;
+  std::vector<Tensor> split(Key, int64_t split_size, int64_t dim) const;
+  std::vector<Tensor> split(Key, const std::vector<int64_t>& sizes, int64_t dim) const;
+  std::vector<Tensor> unbind(Key, int64_t dim) const;
   Tensor expand(Key, const Shape& shape) const;
   Tensor squeeze(Key) const;
   Tensor squeeze(Key, int64_t dim) const;

@@ -84,6 +84,34 @@ TEST(OpEdges, ZeroDimReductionsWithDim) {
   expect_values(xp.grad(), {3.0}, "prod 0-dim grad");
 }
 
+// 1b. Views and indexing of a 0-dim tensor: size(0), chunk, split, narrow, select, slice and
+// unbind raise as PyTorch's (they read past the empty shape); gather and scatter_add treat it as
+// one element along dim 0, as torch.gather(torch.tensor(3.), 0, torch.tensor(0)) -> tensor(3.).
+TEST(OpEdges, ZeroDimViewsAndIndexing) {
+  Tensor x = mt::scalar_tensor(3.0, {.dtype = mt::kFloat64}).requires_grad_();
+  EXPECT_ERROR(x.size(0), HasSubstr("size"), HasSubstr("no dimensions"));
+  EXPECT_ERROR(x.stride(-1), HasSubstr("stride"), HasSubstr("no dimensions"));
+  EXPECT_ERROR(mt::chunk(x, 2, 0), HasSubstr("chunk"), HasSubstr("1-dimensional"));
+  EXPECT_ERROR(mt::split(x, 1, 0), HasSubstr("split"), HasSubstr("1-dimensional"));
+  EXPECT_ERROR(x.narrow(0, 0, 1), HasSubstr("narrow"), HasSubstr("0-dim"));
+  EXPECT_ERROR(x.select(0, 0), HasSubstr("select"), HasSubstr("0-dim"));
+  EXPECT_ERROR(x.slice(0, 0, 1), HasSubstr("slice"), HasSubstr("0-dim"));
+  EXPECT_ERROR(x.unbind(0), HasSubstr("unbind"), HasSubstr("no dimensions"));
+  Tensor zero = mt::zeros({}, {.dtype = mt::kInt64});
+  Tensor g = mt::gather(x, 0, zero);  // tensor(3.)
+  EXPECT_EQ(g.dim(), 0);
+  expect_values(g, {3.0}, "gather 0-dim");
+  Tensor g2 = mt::gather(x, -1, mt::zeros({2}, {.dtype = mt::kInt64}));  // tensor([3., 3.])
+  EXPECT_EQ(g2.sizes(), (mt::Shape{2}));
+  (g * 2.0 + g2.sum()).backward();
+  expect_values(x.grad(), {4.0}, "gather 0-dim grad");
+  EXPECT_ERROR(mt::gather(x, 0, mt::ones({}, {.dtype = mt::kInt64})), HasSubstr("gather"));
+  // torch.scatter_add(torch.tensor(3.), 0, torch.tensor(0), torch.tensor(2.)) -> tensor(5.)
+  Tensor s = mt::scatter_add(x.detach(), 0, zero, mt::scalar_tensor(2.0, {.dtype = mt::kFloat64}));
+  EXPECT_EQ(s.dim(), 0);
+  expect_values(s, {5.0}, "scatter_add 0-dim");
+}
+
 // 2. clamp of an integer tensor with one bound.
 TEST(OpEdges, IntegerClampWithOneBound) {
   // torch.clamp(torch.tensor([-3, 0, 5]), -1, None) -> [-1, 0, 5]

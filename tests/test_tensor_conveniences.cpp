@@ -1,5 +1,6 @@
 // The LibTorch conveniences of Tensor: operator[], index({...}) with Slice/None/Ellipsis,
-// index_put_, compound assignment, comparison methods, mm/bmm and item() as a Scalar, each
+// index_put_, compound assignment, comparison methods, mm/bmm, chunk / split / unbind and item()
+// as a Scalar, each
 // against the op it spells (values and gradients), with the edges a user hits.
 #include "test_util.h"
 
@@ -88,6 +89,40 @@ TEST(TensorConveniences, MmAndBmmAreMatmulOfTheirRanksOnly) {
   EXPECT_ERROR(mt::mm(p, q), HasSubstr("mm"), HasSubstr("2-D"), HasSubstr("[5, 2, 3]"));
   EXPECT_ERROR(mt::bmm(a, b), HasSubstr("bmm"), HasSubstr("3-D"));
   EXPECT_ERROR(mt::bmm(p, mt::randn({4, 3, 4})), HasSubstr("one B"));
+}
+
+// chunk / split / unbind as methods (LibTorch's x.chunk(2, -1)): the views the free functions
+// make, their gradient back into the input, unbind's edges.
+TEST(TensorConveniences, ChunkSplitAndUnbindAreViews) {
+  Tensor x = iota({2, 3, 4});
+  auto halves = x.chunk(2, -1);
+  ASSERT_EQ(halves.size(), 2u);
+  EXPECT_TRUE(same(halves[1], x.slice(2, 2, 4)));
+  auto pieces = x.split(2, 1);  // rows 2, 1
+  ASSERT_EQ(pieces.size(), 2u);
+  EXPECT_TRUE(same(pieces[1], x.slice(1, 2, 3)));
+  auto sized = x.split(std::vector<int64_t>{1, 3}, -1);
+  ASSERT_EQ(sized.size(), 2u);
+  EXPECT_TRUE(same(sized[1], x.slice(2, 1, 4)));
+  auto rows = x.unbind(1);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_TRUE(same(rows[2], x.select(1, 2)));
+  EXPECT_EQ(rows[2].sizes(), (mt::Shape{2, 4}));
+  EXPECT_EQ(rows[2].raw_data(), x.select(1, 2).raw_data()) << "a view, not a copy";
+  EXPECT_TRUE(mt::unbind(mt::zeros({0, 3}), 0).empty());
+  EXPECT_EQ(mt::unbind(mt::zeros({0, 3}), 1).size(), 3u);
+  EXPECT_ERROR(mt::unbind(mt::zeros({}), 0), HasSubstr("unbind"));
+
+  Tensor w = mt::randn({3, 4}, {.dtype = mt::kDouble}).requires_grad_(true);
+  auto cols = w.unbind(1);
+  (cols[0] * 2.0 + cols[3] * cols[3]).sum().backward();
+  Tensor want = mt::zeros({3, 4}, {.dtype = mt::kDouble});
+  {
+    mt::NoGradGuard ng;
+    want.select(1, 0).fill_(2.0);
+    want.select(1, 3).copy_(w.select(1, 3) * 2.0);
+  }
+  EXPECT_TRUE(same(w.grad(), want));
 }
 
 TEST(TensorConveniences, ItemAsAScalarKeepsTheKind) {
