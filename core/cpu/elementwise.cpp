@@ -465,12 +465,9 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
             });
           }))
     return;
-  for_each_row<3>(out.sizes(), {out.strides(), sa, sb}, [&](auto off, int64_t len, auto st) {
-    Out* yo = y + off[0];
-    const In* ao = pa + off[1];
-    const In* bo = pb + off[2];
-    // Unit-stride rows against a unit-stride or broadcast row (a bias over [N, C], a [N, 1]
-    // column over its rows) through the vector blocks; the strided loop below stays scalar.
+  // One row of out: unit-stride rows through the vector blocks (a bias over [N, C], a [N, 1]
+  // column over its rows: one operand a single value), others through gathered blocks.
+  auto row = [&](const In* ao, const In* bo, Out* yo, int64_t len, const auto& st) {
     if (st[0] == 1 && st[1] == 1 && st[2] == 1) return binary_block<Acc>(f, ao, bo, yo, len);
     if (st[0] == 1 && st[1] == 1 && st[2] == 0) return scalar_operand_block<false>(f, ao, cast_to<Acc>(bo[0]), yo, len);
     if (st[0] == 1 && st[1] == 0 && st[2] == 1) return scalar_operand_block<true>(f, bo, cast_to<Acc>(ao[0]), yo, len);
@@ -490,7 +487,15 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
       // two expanded gradients added): the first block's result filled through the rest.
       if (st[0] == 1 && st[1] == 0 && st[2] == 0) return fill_row(yo + m, len - m, yb[0]);
     }
-  });
+  };
+  const std::array<Shape, 3> strides{out.strides(), sa, sb};
+  if (for_each_row_run<3>(out.sizes(), strides, [&](auto off, int64_t rows, int64_t len, auto rs, auto st) {
+        for (int64_t r = 0; r < rows; ++r)
+          row(pa + off[1] + r * rs[1], pb + off[2] + r * rs[2], y + off[0] + r * rs[0], len, st);
+      }))
+    return;
+  for_each_row<3>(out.sizes(), strides,
+                  [&](auto off, int64_t len, auto st) { row(pa + off[1], pb + off[2], y + off[0], len, st); });
 }
 
 // A permuting copy (a transpose, a permute that moves the last dim): y [.., m, .., n] with

@@ -577,6 +577,31 @@ bool for_each_short_rows(const Shape& shape_in, const std::array<Shape, N>& stri
   return true;
 }
 
+// Walks `shape` in runs of rows, as for_each_short_rows, for rows of any length and strides:
+// body(offsets, rows, inner, row_strides, inner_strides) once per run of `rows` rows of `inner`
+// elements, row i at offsets + i * row_strides. A caller dispatches on the rows' strides once
+// per run and loops over its rows inline: through for_each_row's call per row, a binary op of
+// rows of 256 (a mask column over [B, T, E], a narrow times a tensor) ran at 1.5-1.7x PyTorch's
+// time. Returns false, calling nothing, for a layout of one row (for_each_row splits that one
+// among the threads).
+template <size_t N, typename F>
+bool for_each_row_run(const Shape& shape_in, const std::array<Shape, N>& strides_in, F&& body) {
+  Shape shape;
+  std::array<Shape, N> st;
+  coalesce_dims(shape_in, strides_in, shape, st);
+  if (shape.size() < 2 || shape.back() == 0) return false;
+  const int64_t inner = shape.back();
+  std::array<int64_t, N> inner_st;
+  for (size_t k = 0; k < N; ++k) {
+    inner_st[k] = st[k].back();
+    st[k].pop_back();
+  }
+  shape.pop_back();
+  for_each_row<N>(
+      shape, st, [&](auto off, int64_t rows, auto row_st) { body(off, rows, inner, row_st, inner_st); }, inner);
+  return true;
+}
+
 // The element types load16 reads: float, and bf16 widened through its bits.
 template <typename T>
 constexpr bool kLoad16Type = std::is_same_v<T, float> || std::is_same_v<T, BFloat16>;
