@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/cpu/random_fill.h"
 #include "core/error.h"
 #include "core/launch.h"
 #include "core/shape.h"
@@ -103,19 +104,45 @@ Tensor generate(const char* op, const Shape& shape, const TensorOptions& opts, F
 }
 }  // namespace
 
+namespace {
+// rand, randn, normal, uniform: one draw of the default generator seeds the tensor's
+// counter-based values (core/cpu/random_fill.h), drawn on the threads in the tensor's dtype
+// (float for every dtype but float64), then converted to the requested dtype and device.
+template <typename Fill>
+Tensor counter_based(const char* op, const Shape& shape, const TensorOptions& opts, Fill fill) {
+  checked_numel(shape, op);
+  const bool fp64 = opts.dtype == DType::Float64;
+  Tensor v = make_tensor(shape, fp64 ? DType::Float64 : DType::Float32, Device::cpu());
+  const uint64_t seed = default_generator().next_u64();
+  if (fp64)
+    fill(v.data_ptr<double>(), v.numel(), seed);
+  else
+    fill(v.data_ptr<float>(), v.numel(), seed);
+  Tensor t = launch::convert(v, opts.dtype, opts.device);
+  if (opts.requires_grad) t.requires_grad_(true);
+  return t;
+}
+
+// The fills of U[low, high) and N(mean, stddev^2) for counter_based.
+auto uniform_values(double low, double high) {
+  return [=]<typename T>(T* out, int64_t n, uint64_t seed) { cpu::uniform_fill(out, n, seed, T(low), T(high)); };
+}
+auto normal_values(double mean, double stddev) {
+  return [=]<typename T>(T* out, int64_t n, uint64_t seed) { cpu::normal_fill(out, n, seed, T(mean), T(stddev)); };
+}
+}  // namespace
+
 Tensor uniform(const Shape& shape, double low, double high, const TensorOptions& opts) {
-  return generate("uniform", shape, opts, [&](Generator::Locked& g) { return low + (high - low) * g.uniform(); });
+  return counter_based("uniform", shape, opts, uniform_values(low, high));
 }
 Tensor normal(const Shape& shape, double mean, double stddev, const TensorOptions& opts) {
-  return generate("normal", shape, opts, [&](Generator::Locked& g) { return mean + stddev * g.normal(); });
+  return counter_based("normal", shape, opts, normal_values(mean, stddev));
 }
 Tensor rand(const Shape& shape, const TensorOptions& opts) {
-  checked_numel(shape, "rand");
-  return uniform(shape, 0, 1, opts);
+  return counter_based("rand", shape, opts, uniform_values(0, 1));
 }
 Tensor randn(const Shape& shape, const TensorOptions& opts) {
-  checked_numel(shape, "randn");
-  return normal(shape, 0, 1, opts);
+  return counter_based("randn", shape, opts, normal_values(0, 1));
 }
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOptions& opts) {

@@ -1,10 +1,12 @@
 // The seedable random number generator behind every random factory.
 // The same seed gives the same numbers on every run and machine.
 //
-// A Generator is safe for concurrent use: every draw holds its mutex, and a factory
-// (randn, rand, randperm, ...) holds it for the whole tensor, so two threads drawing at once
-// each get a contiguous run of the stream (which thread gets which run is up to the
-// scheduler; a single-threaded program's numbers are the same as without the lock).
+// A Generator is safe for concurrent use: every draw holds its mutex, and a factory holds it
+// for the whole tensor, so two threads drawing at once each get a contiguous run of the stream
+// (which thread gets which run is up to the scheduler; a single-threaded program's numbers are
+// the same as without the lock). rand, randn, uniform and normal take one draw, the seed of
+// the tensor's counter-based values (core/cpu/random_fill.h: any number of threads fill it
+// alike); randint, bernoulli and randperm draw every element from the stream.
 #pragma once
 #include <cstdint>
 #include <mutex>
