@@ -34,6 +34,22 @@ TEST(ConvExtra, Float64Gradcheck) {
   EXPECT_TRUE(
       mt::autograd::gradcheck([](auto& in) { return F::avg_pool1d(in[0], 3, {.stride = 2, .padding = 1}); }, {x1}));
   EXPECT_TRUE(mt::autograd::gradcheck([](auto& in) { return F::adaptive_avg_pool1d(in[0], 3); }, {x1}));
+  // Global pooling (a 1 x 1 output) runs its own kernels: the planes' means, fp64 and bf16.
+  EXPECT_TRUE(mt::autograd::gradcheck([](auto& in) { return F::adaptive_avg_pool1d(in[0], 1); }, {x1}));
+  Tensor x2 = f64({2, 3, 5, 7});
+  EXPECT_TRUE(mt::autograd::gradcheck([](auto& in) { return F::adaptive_avg_pool2d(in[0], {1, 1}); }, {x2}));
+  const std::vector<double> pooled = F::adaptive_avg_pool2d(x2, {1, 1}).to_vector<double>();
+  const std::vector<double> means = mt::mean(x2, {2, 3}).to_vector<double>();
+  ASSERT_EQ(pooled.size(), means.size());
+  for (size_t i = 0; i < means.size(); ++i) EXPECT_NEAR(pooled[i], means[i], 1e-14);
+  Tensor xb = x2.detach().to(mt::kBFloat16).requires_grad_(true);
+  Tensor yb = F::adaptive_avg_pool2d(xb, {1, 1});
+  EXPECT_EQ(yb.dtype(), mt::kBFloat16);
+  const std::vector<float> want_b = mt::mean(xb.detach().to(mt::kFloat32), {2, 3}).to(mt::kBFloat16).to_vector<float>();
+  EXPECT_EQ(yb.to_vector<float>(), want_b);
+  yb.sum().backward();
+  const float step = mt::full({1}, 1.0 / 35.0).to(mt::kBFloat16).item<float>();
+  for (float v : xb.grad().to_vector<float>()) EXPECT_EQ(v, step);
 }
 
 TEST(ConvExtra, ModulesShapesNamesAndInit) {

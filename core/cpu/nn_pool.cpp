@@ -1,5 +1,6 @@
 // 2-D pooling on the CPU, one input plane per task (planes spread over threads).
 // Window bounds and divisors come from core/nn_math.h, shared with CUDA.
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -355,6 +356,20 @@ void adaptive_avg_pool2d(const Tensor& x, const Tensor& y, const Pool2dGeometry&
     using A = acc_t<T>;
     const T* X = x.data_ptr<T>();
     T* Y = y.data_ptr<T>();
+    // A 1 x 1 output (global average pooling, a classifier's head; adaptive_avg_pool1d(x, 1)):
+    // each plane's sum as one vector reduction (the windowed loop below is scalar: 0.7 ns an
+    // element, 1.2x PyTorch's global pooling of [32, 256, 128]).
+    if (g.OH == 1 && g.OW == 1) {
+      const int64_t hw = g.H * g.W;
+      for_each_plane(g, hw, [&](int64_t p) {
+        const T* xp = X + p * hw;
+        A s = 0;
+#pragma omp simd reduction(+ : s)
+        for (int64_t i = 0; i < hw; ++i) s += cast_to<A>(xp[i]);
+        Y[p] = cast_to<T>(s / A(hw));
+      });
+      return;
+    }
     for_each_plane(g, g.H * g.W, [&](int64_t p) {
       const T* xp = X + p * g.H * g.W;
       T* yp = Y + p * g.OH * g.OW;
@@ -377,6 +392,12 @@ void adaptive_avg_pool2d_backward(const Tensor& gy, const Tensor& gx, const Pool
     using A = acc_t<T>;
     const T* GY = gy.data_ptr<T>();
     T* GX = gx.data_ptr<T>();
+    if (g.OH == 1 && g.OW == 1) {  // each plane gy / (H W), as the windowed loop's one term
+      const int64_t hw = g.H * g.W;
+      for_each_plane(
+          g, hw, [&](int64_t p) { std::fill(GX + p * hw, GX + (p + 1) * hw, cast_to<T>(cast_to<A>(GY[p]) / A(hw))); });
+      return;
+    }
     for_each_plane(g, g.H * g.W, [&](int64_t p) {
       std::vector<A> acc(size_t(g.H * g.W), A(0));
       const T* gp = GY + p * g.OH * g.OW;

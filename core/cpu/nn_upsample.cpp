@@ -1,6 +1,8 @@
 // Interpolation (nearest, linear, bilinear) on the CPU, one [IH, IW] -> [OH, OW] plane per
 // task. Source indices and weights come from core/nn_kernels.h (upsample_nearest_source,
 // upsample_linear_tap), shared with cuda/nn_upsample.cu; they are tabulated once per call.
+#include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "core/cpu/loops.h"
@@ -36,6 +38,27 @@ void upsample(const Tensor& x, const Tensor& y, const UpsampleGeometry& g) {
     const bool one_h = !g.linear || g.one_d || g.IH == g.OH, one_w = !g.linear || g.IW == g.OW;
     const T* X = x.data_ptr<T>();
     T* Y = y.data_ptr<T>();
+    if (!g.linear) {
+      // Nearest: an output row is its source row gathered by the column table, and a row with
+      // the same source as the row above is a copy of it (the per-element loop below: 1.2-1.7x
+      // PyTorch's 2x upsampling).
+      std::vector<int64_t> col(size_t(g.OW));
+      for (int64_t ow = 0; ow < g.OW; ++ow) col[size_t(ow)] = tw[size_t(ow)].i0;
+      for_each_plane(g, g.OH * g.OW, [&](int64_t p) {
+        const T* xp = X + p * g.IH * g.IW;
+        T* yp = Y + p * g.OH * g.OW;
+        for (int64_t oh = 0; oh < g.OH; ++oh) {
+          T* yr = yp + oh * g.OW;
+          if (oh > 0 && th[size_t(oh)].i0 == th[size_t(oh - 1)].i0) {
+            std::copy(yr - g.OW, yr, yr);
+            continue;
+          }
+          const T* r = xp + th[size_t(oh)].i0 * g.IW;
+          for (int64_t ow = 0; ow < g.OW; ++ow) yr[ow] = r[col[size_t(ow)]];
+        }
+      });
+      return;
+    }
     for_each_plane(g, g.OH * g.OW, [&](int64_t p) {
       const T* xp = X + p * g.IH * g.IW;
       T* yp = Y + p * g.OH * g.OW;
@@ -64,6 +87,51 @@ void upsample_backward(const Tensor& gy, const Tensor& gx, const UpsampleGeometr
     const bool one_h = !g.linear || g.one_d || g.IH == g.OH, one_w = !g.linear || g.IW == g.OW;
     const T* GY = gy.data_ptr<T>();
     T* GX = gx.data_ptr<T>();
+    if (!g.linear) {
+      // Nearest's source index never decreases along a dim, so input row i (column j) takes the
+      // output rows (columns) of one range [first[i], end[i]): each input row sums its block of
+      // gy's rows, each element in the order of the loop below (the same values), with no
+      // scattered adds into a plane of accumulators.
+      auto ranges = [](const std::vector<UpsampleTap<A>>& taps, int64_t in) {
+        std::vector<int64_t> first(size_t(in), 0), end(size_t(in), 0);
+        for (int64_t o = 0; o < int64_t(taps.size()); ++o) {
+          const size_t i = size_t(taps[size_t(o)].i0);
+          if (end[i] == 0) first[i] = o;
+          end[i] = o + 1;
+        }
+        return std::pair{first, end};
+      };
+      const auto [row0, row1] = ranges(th, g.IH);
+      const auto [col0, col1] = ranges(tw, g.IW);
+      // Output columns in equal groups of k per input column (an integer scale): whole rows in
+      // one loop, vectorized for k = 2.
+      int64_t k = g.OW % g.IW == 0 ? g.OW / g.IW : 0;
+      for (int64_t j = 0; j < g.IW && k > 0; ++j)
+        if (col0[size_t(j)] != j * k || col1[size_t(j)] != (j + 1) * k) k = 0;
+      for_each_plane(g, g.OH * g.OW, [&](int64_t p) {
+        const T* gp = GY + p * g.OH * g.OW;
+        T* xp = GX + p * g.IH * g.IW;
+        std::vector<A> acc(size_t(g.IW));
+        for (int64_t i = 0; i < g.IH; ++i) {
+          std::fill(acc.begin(), acc.end(), A(0));
+          for (int64_t oh = row0[size_t(i)]; oh < row1[size_t(i)]; ++oh) {
+            const T* gr = gp + oh * g.OW;
+            if (k == 2) {
+              for (int64_t j = 0; j < g.IW; ++j)
+                acc[size_t(j)] = acc[size_t(j)] + cast_to<A>(gr[2 * j]) + cast_to<A>(gr[2 * j + 1]);
+            } else {
+              for (int64_t j = 0; j < g.IW; ++j) {
+                A a = acc[size_t(j)];
+                for (int64_t ow = col0[size_t(j)]; ow < col1[size_t(j)]; ++ow) a += cast_to<A>(gr[ow]);
+                acc[size_t(j)] = a;
+              }
+            }
+          }
+          for (int64_t j = 0; j < g.IW; ++j) xp[i * g.IW + j] = cast_to<T>(acc[size_t(j)]);
+        }
+      });
+      return;
+    }
     for_each_plane(g, g.OH * g.OW, [&](int64_t p) {
       std::vector<A> acc(size_t(g.IH * g.IW), A(0));
       const T* gp = GY + p * g.OH * g.OW;
