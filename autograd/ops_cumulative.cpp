@@ -1,7 +1,7 @@
 // cumsum and cumprod along one dim: the backend's scan kernel (core/backend.h: each line
 // accumulated in order, fp16/bf16 in fp32 with one rounding, as PyTorch accumulates them;
-// integer and bool inputs give int64, as torch does). The backward is made of differentiable
-// ops (the opposite scan for cumsum), so double backward works.
+// integer and bool inputs give int64, as torch does). cumsum's backward is the opposite scan;
+// cumprod's a kernel, or differentiable ops when a graph of the backward is built.
 #include "amp/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/op_helpers.h"
@@ -73,14 +73,31 @@ Tensor cumprod_grad(const Tensor& x, const Tensor& g, int64_t dim) {
   return where(zeros_before, zeros_like(gx), gx);
 }
 
-// Differentiable cumprod along dim; the gradient goes through fp32 for fp16 / bf16.
+// cumprod_grad's values by the backend's kernel (two passes over each line; no graph).
+Tensor cumprod_grad_kernel(const Tensor& x, const Tensor& g, int64_t dim) {
+  Tensor gx = make_tensor(x.sizes(), x.dtype(), x.device());
+  if (x.numel() == 0) return gx;
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
+  for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
+  const Shape lines{outer, x.size(dim), inner};
+  backend_for(x.device())
+      .cumprod_backward(launch::contiguous(x).view(lines), launch::contiguous(g).view(lines), gx.view(lines));
+  return gx;
+}
+
+// Differentiable cumprod along dim; the gradient goes through fp32 for fp16 / bf16: the kernel's,
+// or the composed one when a graph of the backward is built (log2(n) steps of differentiable
+// ops: 3x PyTorch's fwd + bwd on [1024, 1024] when it was the only one).
 Tensor product_scan(const Tensor& x, int64_t dim) {
   Tensor y = scan_kernel(x, dim, true, false);
   if (needs_grad({x})) {
     record("cumprod", {x}, y, [sx = SavedTensor(x), dim](const Tensor& g, auto&) {
       Tensor x = sx.unpack();
       const DType compute = x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16 ? DType::Float32 : x.dtype();
-      return Grads{cumprod_grad(x.to(compute), g.to(compute), dim).to(x.dtype())};
+      const Tensor xc = x.to(compute), gc = g.to(compute);
+      Tensor gx = GradMode::is_enabled() ? cumprod_grad(xc, gc, dim) : cumprod_grad_kernel(xc, gc, dim);
+      return Grads{gx.to(x.dtype())};
     });
   }
   return y;

@@ -78,6 +78,11 @@ struct FusedStepArgs {
   /* out_i = in_0 + .. + in_i (in_0 * .. * in_i for `product`; from the end, in_i + .. + in_{n-1}, when */        \
   /* `reverse`), accumulated in order in fp64 on the CPU (fp32 on CUDA below fp64), int64 wrapping. */            \
   X(scan, (const Tensor& in, const Tensor& out, bool product, bool reverse), Named)                               \
+  /* x, g, gx: contiguous [outer, n, inner], one floating dtype: cumprod's gradient along n, as */                \
+  /* PyTorch's: with z a line's first zero (n if none) and y the forward's output, */                             \
+  /* gx_i = (sum_{i <= k < z} g_k y_k) / x_i for i < z, y_{z-1} sum_{k >= z} g_k x_{z+1} .. x_k at z, */          \
+  /* 0 after z. Accumulated in fp64 on the CPU, the acc type on CUDA. */                                          \
+  X(cumprod_backward, (const Tensor& x, const Tensor& g, const Tensor& gx), Named)                                \
   /* a: [B, M, K], b: [B, K, N] (any strides with unit stride in one of the last two dims or */                   \
   /* contiguous); bias: undefined or contiguous [N] of out's dtype, added to every row in the */                  \
   /* accumulator before the single rounding to out's dtype (linear's epilogue); out: contiguous */                \

@@ -1,9 +1,8 @@
-// Inclusive scans (cumsum, cumprod and their backward) along the middle dim of a contiguous
-// [outer, n, inner] block, accumulated in fp32 (fp64 for fp64, wrapping uint64 for int64), as
-// PyTorch's CUDA kernel accumulates. Rows (inner == 1): one warp per row, 32 elements per step,
-// a shuffle scan within the step and the running value carried on from lane 31. Columns
-// (inner > 1): one thread per column walking down n, adjacent threads on adjacent columns
-// (coalesced).
+// Inclusive scans (cumsum, cumprod and cumsum's backward; cumprod's first-order backward at the
+// end) along the middle dim of a contiguous [outer, n, inner] block, accumulated in fp32 (fp64
+// for fp64, wrapping uint64 for int64), as PyTorch's CUDA kernel accumulates. Rows (inner == 1): one warp per row, 32
+// elements per step, a shuffle scan within the step and the running value carried on from lane 31. Columns (inner > 1):
+// one thread per column walking down n, adjacent threads on adjacent columns (coalesced).
 #include "cuda/kernels.h"
 #include "cuda/loops.cuh"
 #include "cuda/rows.cuh"
@@ -70,7 +69,60 @@ __global__ void scan_columns_kernel(const T* x, T* y, int64_t outer, int64_t n, 
   }
 }
 
+// x, g, gx: [outer, n, inner]; one thread per (outer, column): cumprod's gradient (core/backend.h),
+// as core/cpu/scan.cpp's: a forward pass to the first zero z (the outputs before it in gx, and
+// A = sum_{k >= z} g_k x_{z+1} .. x_k), then the reverse sums, in the accumulation type.
+template <typename T>
+__global__ void cumprod_backward_kernel(const T* x, const T* g, T* gx, int64_t outer, int64_t n, int64_t inner) {
+  using A = acc_t<T>;
+  for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < outer * inner;
+       p += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t o = p / inner, at = o * n * inner + (p - o * inner);
+    A y = A(1), e = A(0), a = A(0), prod = A(1);
+    int64_t z = n;
+    for (int64_t i = 0; i < n; ++i) {
+      const A xi = cast_to<A>(x[at + i * inner]), gi = cast_to<A>(g[at + i * inner]);
+      if (z < n) {
+        prod *= xi;
+        a += gi * prod;
+      } else if (xi == A(0)) {
+        z = i;
+        e = y;
+        a = gi;
+      } else {
+        y *= xi;
+        gx[at + i * inner] = cast_to<T>(y);
+      }
+    }
+    A s = A(0);
+    for (int64_t i = n - 1; i >= 0; --i) {
+      A v = A(0);
+      if (i == z) {
+        v = e * a;
+      } else if (i < z) {
+        s += cast_to<A>(g[at + i * inner]) * cast_to<A>(gx[at + i * inner]);
+        v = s / cast_to<A>(x[at + i * inner]);
+      }
+      gx[at + i * inner] = cast_to<T>(v);
+    }
+  }
+}
+
 }  // namespace
+
+void cumprod_backward(const Tensor& x, const Tensor& g, const Tensor& gx) {
+  MT_CHECK(x.is_contiguous() && g.is_contiguous() && gx.is_contiguous(), "cumprod",
+           "the CUDA kernel expects contiguous tensors");
+  const int64_t outer = x.size(0), n = x.size(1), inner = x.size(2);
+  if (x.numel() == 0) return;
+  const int dev = gx.device().index;
+  DeviceGuard guard(dev);
+  dispatch_floating(x.dtype(), "cumprod", [&]<typename T>() {
+    cumprod_backward_kernel<T><<<grid_for(outer * inner, dev), kBlock, 0, current_stream(dev)>>>(
+        dptr<const T>(x), dptr<const T>(g), dptr<T>(gx), outer, n, inner);
+    MT_CUDA_CHECK_LAUNCH();
+  });
+}
 
 void scan(const Tensor& in, const Tensor& out, bool product, bool reverse) {
   MT_CHECK(in.is_contiguous() && out.is_contiguous(), "scan", "the CUDA kernel expects contiguous tensors");

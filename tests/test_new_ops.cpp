@@ -240,8 +240,10 @@ TEST(NewOpsGradcheck, Cumulative) {
   EXPECT_GRADCHECK([](auto& in) { return mt::cumsum(in[0].t(), 1); }, x);
   EXPECT_GRADCHECK([](auto& in) { return mt::cumprod(in[0], 1); }, x);
   EXPECT_GRADCHECK([](auto& in) { return mt::cumprod(in[0], 0); }, x);
-  // Zeros in the input: the gradient is exact (no division by x).
+  // Zeros in the input (two in a row, one in the first place), along both dims (the kernel's
+  // rows and columns).
   auto z = mt::from_vector<double>({0.5, 0.0, 2.0, 0.0, -1.5, 3.0, 0.0, 1.25}, {2, 4}).requires_grad_();
+  EXPECT_GRADCHECK([](auto& in) { return mt::cumprod(in[0], 0); }, z);
   EXPECT_GRADCHECK([](auto& in) { return mt::cumprod(in[0], 1); }, z);
   std::string why;
   EXPECT_TRUE(mt::autograd::gradgradcheck([](auto& in) { return mt::cumprod(in[0], 1); }, {z}, {}, &why)) << why;
@@ -452,6 +454,42 @@ TEST(NewOpsEdges, CumulativeEqualsTheSequentialLoop) {
         (mt::cumsum(leaf, dim) * w).sum().backward();
         EXPECT_EQ(leaf.grad().to_vector<double>(), expected_scan(w, dim, false, true).to_vector<double>()) << what;
       }
+}
+
+// cumprod's first-order gradient (the backend's kernel) at zeros, infinities and NaN, as torch
+// 1.13 gives it (values printed by torch.cumprod(x, -1).backward(g) on the CPU, float32): before
+// a line's first zero the reverse sums of g y divided by x (inf / inf is NaN), at it y_{z-1} times
+// g's products of what follows (inf - inf is NaN), after it 0. A column layout ([n, 1] lines
+// along dim 0) gives the same values.
+TEST(NewOpsEdges, CumprodGradientAtSpecialValuesAsPyTorch) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  struct Case {
+    std::vector<double> x, g, want;
+  };
+  const std::vector<Case> cases = {
+      {{2, 0, inf}, {0.5, -1, 2}, {0.5, inf, 0}},
+      {{2, 0, 3}, {0.5, -1, 2}, {0.5, 10, 0}},
+      {{2, inf, 0, 5}, {0.5, -1, 2, 0.25}, {-inf, nan, inf, 0}},
+      {{0.5, inf, 3}, {0.5, -1, 2}, {nan, nan, inf}},
+      {{2, 0, 0, 4}, {0.5, -1, 2, 0.25}, {0.5, -2, 0, 0}},
+      {{nan, 2, 0}, {0.5, -1, 2}, {nan, nan, nan}},
+      {{inf, 0, 2}, {0.5, -1, 2}, {nan, inf, 0}},
+      {{-0.0, inf, 3}, {-0.75, -0.25, 0.25}, {nan, 0, 0}},
+  };
+  for (const Case& c : cases)
+    for (int64_t dim : {0, 1}) {
+      const int64_t n = int64_t(c.x.size());
+      const mt::Shape shape = dim == 1 ? mt::Shape{1, n} : mt::Shape{n, 1};
+      mt::Tensor x = mt::from_vector<double>(c.x, shape).to(mt::kFloat32).requires_grad_();
+      mt::cumprod(x, dim).backward(mt::from_vector<double>(c.g, shape).to(mt::kFloat32));
+      const std::vector<double> got = x.grad().to_vector<double>();
+      for (int64_t i = 0; i < n; ++i) {
+        if (std::isnan(c.want[size_t(i)]))
+          EXPECT_TRUE(std::isnan(got[size_t(i)])) << "x[0] = " << c.x[0] << ", element " << i << ": " << got[size_t(i)];
+        else
+          EXPECT_EQ(got[size_t(i)], c.want[size_t(i)]) << "x[0] = " << c.x[0] << ", element " << i;
+      }
+    }
 }
 
 TEST(NewOpsEdges, NormZeroGradientAndErrors) {

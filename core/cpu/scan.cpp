@@ -113,7 +113,98 @@ void scan_typed(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, bool 
   });
 }
 
+// cumprod's gradient over a block of nc <= kCols adjacent columns of [n, inner] (a row: inner
+// = nc = 1), in double, as PyTorch defines it (core/backend.h): a forward pass finds each
+// column's first zero z, keeps the outputs y_i before it (in gx), E_z = y_{z-1} and
+// A = g_z + g_{z+1} x_{z+1} + g_{z+2} x_{z+1} x_{z+2} + ..; a backward pass writes
+// (sum_{i <= k < z} g_k y_k) / x_i before z, E_z A at z, 0 after it.
+template <typename T>
+void cumprod_backward_row(const T* x, const T* g, T* gx, int64_t n) {
+  auto load = [](T v) { return double(cast_to<acc_t<T>>(v)); };
+  double y = 1, e = 0, a = 0;
+  int64_t z = n, i = 0;
+  for (; i < n; ++i) {
+    const double xi = load(x[i]);
+    if (xi == 0) break;
+    y *= xi;
+    gx[i] = cast_to<T>(y);
+  }
+  if (i < n) {
+    z = i;
+    e = y;
+    a = load(g[z]);
+    double p = 1;
+    for (i = z + 1; i < n; ++i) {
+      p *= load(x[i]);
+      a += load(g[i]) * p;
+      gx[i] = cast_to<T>(0.0);
+    }
+    gx[z] = cast_to<T>(e * a);
+  }
+  double s = 0;
+  for (i = z - 1; i >= 0; --i) {
+    s += load(g[i]) * load(gx[i]);
+    gx[i] = cast_to<T>(s / load(x[i]));
+  }
+}
+
+template <typename T>
+void cumprod_backward_columns(const T* x, const T* g, T* gx, int64_t n, int64_t inner, int64_t nc) {
+  if (inner == 1) return cumprod_backward_row(x, g, gx, n);  // the same, with the state in registers
+  double y[kCols], e[kCols], a[kCols], p[kCols];
+  int64_t z[kCols];
+  for (int64_t c = 0; c < nc; ++c) y[c] = 1, e[c] = 0, a[c] = 0, p[c] = 1, z[c] = n;
+  auto at = [inner](int64_t i, int64_t c) { return i * inner + c; };
+  auto load = [](T v) { return double(cast_to<acc_t<T>>(v)); };
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < nc; ++c) {
+      const double xi = load(x[at(i, c)]), gi = load(g[at(i, c)]);
+      if (z[c] < n) {  // after the first zero: A's terms
+        p[c] *= xi;
+        a[c] += gi * p[c];
+      } else if (xi == 0) {
+        z[c] = i;
+        e[c] = y[c];
+        a[c] = gi;
+      } else {
+        y[c] *= xi;
+        gx[at(i, c)] = cast_to<T>(y[c]);  // the output y_i, as the forward rounded it
+      }
+    }
+  for (int64_t c = 0; c < nc; ++c) y[c] = 0;  // now the reverse sums of g_k y_k
+  for (int64_t i = n - 1; i >= 0; --i)
+    for (int64_t c = 0; c < nc; ++c) {
+      double v = 0;
+      if (i == z[c]) {
+        v = e[c] * a[c];
+      } else if (i < z[c]) {
+        y[c] += load(g[at(i, c)]) * load(gx[at(i, c)]);
+        v = y[c] / load(x[at(i, c)]);
+      }
+      gx[at(i, c)] = cast_to<T>(v);
+    }
+}
+
 }  // namespace
+
+void cumprod_backward(const Tensor& x, const Tensor& g, const Tensor& gx) {
+  const int64_t outer = x.size(0), n = x.size(1), inner = x.size(2);
+  if (x.numel() == 0) return;
+  dispatch_floating(x.dtype(), "cumprod", [&]<typename T>() {
+    const T* px = x.data_ptr<T>();
+    const T* pg = g.data_ptr<T>();
+    T* pgx = gx.data_ptr<T>();
+    const int64_t blocks = (inner + kCols - 1) / kCols;
+    const int64_t per_task = 2 * n * std::min(inner, kCols);
+    parallel_for(0, outer * blocks, std::max<int64_t>(1, kParallelGrain / per_task), [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t o = t / blocks, c0 = (t - o * blocks) * kCols;
+        const int64_t at = o * n * inner + c0;
+        cumprod_backward_columns<T>(px + at, pg + at, pgx + at, n, inner, std::min(kCols, inner - c0));
+      }
+    });
+  });
+}
 
 void scan(const Tensor& in, const Tensor& out, bool product, bool reverse) {
   const int64_t outer = in.size(0), n = in.size(1), inner = in.size(2);
