@@ -17,15 +17,20 @@ using namespace detail;
 
 namespace {
 
+// x's shape as the kernels' lines along dim: [outer, n, inner].
+Shape lines_along(const Tensor& x, int64_t dim) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
+  for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
+  return {outer, x.size(dim), inner};
+}
+
 // The backend's inclusive scan of x (floating or int64, any layout) along dim, from the end
 // when `reverse`: a new contiguous tensor, no graph.
 Tensor scan_kernel(const Tensor& x, int64_t dim, bool product, bool reverse) {
   Tensor y = make_tensor(x.sizes(), x.dtype(), x.device());
   if (x.numel() == 0) return y;
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
-  for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
-  const Shape lines{outer, x.size(dim), inner};
+  const Shape lines = lines_along(x, dim);
   backend_for(x.device()).scan(launch::contiguous(x).view(lines), y.view(lines), product, reverse);
   return y;
 }
@@ -77,10 +82,7 @@ Tensor cumprod_grad(const Tensor& x, const Tensor& g, int64_t dim) {
 Tensor cumprod_grad_kernel(const Tensor& x, const Tensor& g, int64_t dim) {
   Tensor gx = make_tensor(x.sizes(), x.dtype(), x.device());
   if (x.numel() == 0) return gx;
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
-  for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
-  const Shape lines{outer, x.size(dim), inner};
+  const Shape lines = lines_along(x, dim);
   backend_for(x.device())
       .cumprod_backward(launch::contiguous(x).view(lines), launch::contiguous(g).view(lines), gx.view(lines));
   return gx;

@@ -2,7 +2,6 @@
 // task. Source indices and weights come from core/nn_kernels.h (upsample_nearest_source,
 // upsample_linear_tap), shared with cuda/nn_upsample.cu; they are tabulated once per call.
 #include <algorithm>
-#include <utility>
 #include <vector>
 
 #include "core/cpu/loops.h"
@@ -92,29 +91,31 @@ void upsample_backward(const Tensor& gy, const Tensor& gx, const UpsampleGeometr
       // output rows (columns) of one range [first[i], end[i]): each input row sums its block of
       // gy's rows, each element in the order of the loop below (the same values), with no
       // scattered adds into a plane of accumulators.
+      struct Ranges {
+        std::vector<int64_t> first, end;
+      };
       auto ranges = [](const std::vector<UpsampleTap<A>>& taps, int64_t in) {
-        std::vector<int64_t> first(size_t(in), 0), end(size_t(in), 0);
+        Ranges r{std::vector<int64_t>(size_t(in), 0), std::vector<int64_t>(size_t(in), 0)};
         for (int64_t o = 0; o < int64_t(taps.size()); ++o) {
           const size_t i = size_t(taps[size_t(o)].i0);
-          if (end[i] == 0) first[i] = o;
-          end[i] = o + 1;
+          if (r.end[i] == 0) r.first[i] = o;
+          r.end[i] = o + 1;
         }
-        return std::pair{first, end};
+        return r;
       };
-      const auto [row0, row1] = ranges(th, g.IH);
-      const auto [col0, col1] = ranges(tw, g.IW);
+      const Ranges rows = ranges(th, g.IH), cols = ranges(tw, g.IW);
       // Output columns in equal groups of k per input column (an integer scale): whole rows in
       // one loop, vectorized for k = 2.
       int64_t k = g.OW % g.IW == 0 ? g.OW / g.IW : 0;
       for (int64_t j = 0; j < g.IW && k > 0; ++j)
-        if (col0[size_t(j)] != j * k || col1[size_t(j)] != (j + 1) * k) k = 0;
+        if (cols.first[size_t(j)] != j * k || cols.end[size_t(j)] != (j + 1) * k) k = 0;
       for_each_plane(g, g.OH * g.OW, [&](int64_t p) {
         const T* gp = GY + p * g.OH * g.OW;
         T* xp = GX + p * g.IH * g.IW;
         std::vector<A> acc(size_t(g.IW));
         for (int64_t i = 0; i < g.IH; ++i) {
           std::fill(acc.begin(), acc.end(), A(0));
-          for (int64_t oh = row0[size_t(i)]; oh < row1[size_t(i)]; ++oh) {
+          for (int64_t oh = rows.first[size_t(i)]; oh < rows.end[size_t(i)]; ++oh) {
             const T* gr = gp + oh * g.OW;
             if (k == 2) {
               for (int64_t j = 0; j < g.IW; ++j)
@@ -122,7 +123,7 @@ void upsample_backward(const Tensor& gy, const Tensor& gx, const UpsampleGeometr
             } else {
               for (int64_t j = 0; j < g.IW; ++j) {
                 A a = acc[size_t(j)];
-                for (int64_t ow = col0[size_t(j)]; ow < col1[size_t(j)]; ++ow) a += cast_to<A>(gr[ow]);
+                for (int64_t ow = cols.first[size_t(j)]; ow < cols.end[size_t(j)]; ++ow) a += cast_to<A>(gr[ow]);
                 acc[size_t(j)] = a;
               }
             }
