@@ -102,9 +102,7 @@ Tensor generate(const char* op, const Shape& shape, const TensorOptions& opts, F
   if (opts.requires_grad) t.requires_grad_(true);
   return t;
 }
-}  // namespace
 
-namespace {
 // rand, randn, normal, uniform: one draw of the default generator seeds the tensor's
 // counter-based values (core/cpu/random_fill.h), drawn on the threads in the tensor's dtype
 // (float for every dtype but float64), then converted to the requested dtype and device.

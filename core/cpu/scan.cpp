@@ -121,7 +121,7 @@ void scan_typed(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, bool 
 template <typename T>
 void cumprod_backward_row(const T* x, const T* g, T* gx, int64_t n) {
   auto load = [](T v) { return double(cast_to<acc_t<T>>(v)); };
-  double y = 1, e = 0, a = 0;
+  double y = 1, a = 0;  // y stops at y_{z-1} (E_z) once the first zero is met
   int64_t z = n, i = 0;
   for (; i < n; ++i) {
     const double xi = load(x[i]);
@@ -131,7 +131,6 @@ void cumprod_backward_row(const T* x, const T* g, T* gx, int64_t n) {
   }
   if (i < n) {
     z = i;
-    e = y;
     a = load(g[z]);
     double p = 1;
     for (i = z + 1; i < n; ++i) {
@@ -139,7 +138,7 @@ void cumprod_backward_row(const T* x, const T* g, T* gx, int64_t n) {
       a += load(g[i]) * p;
       gx[i] = cast_to<T>(0.0);
     }
-    gx[z] = cast_to<T>(e * a);
+    gx[z] = cast_to<T>(y * a);
   }
   double s = 0;
   for (i = z - 1; i >= 0; --i) {
