@@ -128,6 +128,13 @@ struct AttentionGeometry {
                  const Tensor& rstd))                                                                                 \
   X(layer_norm_backward, (const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& w, \
                           const Tensor& gx, const Tensor& gw, const Tensor& gb))                                      \
+  /* Group norm of x [N, C, S] in G groups of C / G channels (each a run of C / G * S elements): */                   \
+  /* y = (x - mean) * rstd * w[c] + b[c], with acc mean/rstd [N, G] written; w, b: acc [C] or undefined. */           \
+  /* Backward: gx [N, C, S] (T), gw and gb (acc [C]); each optional. */                                               \
+  X(group_norm, (const Tensor& x, const Tensor& w, const Tensor& b, int64_t groups, double eps, const Tensor& y,      \
+                 const Tensor& mean, const Tensor& rstd))                                                             \
+  X(group_norm_backward, (const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& w, \
+                          int64_t groups, const Tensor& gx, const Tensor& gw, const Tensor& gb))                      \
   /* Batch norm on x viewed as [N, C, S]: per-channel mean and biased variance (acc [C]). */                          \
   X(batch_norm_stats, (const Tensor& x, const Tensor& mean, const Tensor& var))                                       \
   /* y = x * scale[c] + shift[c] (scale, shift: acc [C]). */                                                          \

@@ -1,4 +1,5 @@
-// Layer norm (rows of [M, n]) and batch norm (channels of [N, C, S]) on the GPU.
+// Layer norm (rows of [M, n]), group norm (its rows: groups) and batch norm (channels of
+// [N, C, S]) on the GPU.
 // Statistics are two-pass (mean, then centred squares) in the accumulation type, as on the
 // CPU. Layer norm: a warp per row up to 256 elements, a block per longer row; its weight and
 // bias gradients are column sums, done in row chunks and combined in a fixed order.
@@ -16,11 +17,21 @@ namespace {
 using nn::opt_mut_ptr;
 using nn::opt_ptr;
 
-// x, y: [M, n]; w, b: acc [n] or null; mean, rstd: acc [M].
+// Which weight / bias element multiplies element i of row r: layer norm's column i, or group
+// norm's channel (rows: the [N, G] groups of C / G channels, each S positions long).
+struct ColumnParam {
+  __device__ int64_t operator()(int64_t, int64_t i) const { return i; }
+};
+struct GroupChannelParam {
+  int64_t G, Cg, S;
+  __device__ int64_t operator()(int64_t r, int64_t i) const { return r % G * Cg + i / S; }
+};
+
+// x, y: [M, n]; w, b: acc (indexed by param) or null; mean, rstd: acc [M].
 // y = (x - mean) * rstd * w + b with each row's mean and 1 / sqrt(var + eps).
-template <typename T>
+template <typename T, typename Param>
 __global__ void layer_norm_kernel(Rows R, const T* x, const acc_t<T>* w, const acc_t<T>* b, acc_t<T> eps, T* y,
-                                  acc_t<T>* mean, acc_t<T>* rstd, int64_t M, int64_t n) {
+                                  acc_t<T>* mean, acc_t<T>* rstd, int64_t M, int64_t n, Param param) {
   using A = acc_t<T>;
   for (int64_t r = R.first(); r < M; r += R.step()) {
     const T* xr = x + r * n;
@@ -40,8 +51,8 @@ __global__ void layer_norm_kernel(Rows R, const T* x, const acc_t<T>* w, const a
     T* yr = y + r * n;
     for (int64_t i = R.lane(); i < n; i += R.width()) {
       A h = math::normalize(cast_to<A>(xr[i]), m, rs);
-      if (w) h *= w[i];
-      if (b) h += b[i];
+      if (w) h *= w[param(r, i)];
+      if (b) h += b[param(r, i)];
       yr[i] = cast_to<T>(h);
     }
   }
@@ -49,9 +60,9 @@ __global__ void layer_norm_kernel(Rows R, const T* x, const acc_t<T>* w, const a
 
 // gy, x, gx: [M, n]; mean, rstd: acc [M]; w: acc [n] or null.
 // gx = rstd * (g - mean(g) - xhat * mean(g * xhat)) per row, with g = gy * w.
-template <typename T>
+template <typename T, typename Param>
 __global__ void layer_norm_backward_kernel(Rows R, const T* gy, const T* x, const acc_t<T>* mean, const acc_t<T>* rstd,
-                                           const acc_t<T>* w, T* gx, int64_t M, int64_t n) {
+                                           const acc_t<T>* w, T* gx, int64_t M, int64_t n, Param param) {
   using A = acc_t<T>;
   for (int64_t r = R.first(); r < M; r += R.step()) {
     const T* xr = x + r * n;
@@ -59,14 +70,14 @@ __global__ void layer_norm_backward_kernel(Rows R, const T* gy, const T* x, cons
     const A m = mean[r], rs = rstd[r];
     A sg = 0, sgx = 0;
     for (int64_t i = R.lane(); i < n; i += R.width()) {
-      const A g = cast_to<A>(gr[i]) * (w ? w[i] : A(1));
+      const A g = cast_to<A>(gr[i]) * (w ? w[param(r, i)] : A(1));
       sg += g;
       sgx += g * math::normalize(cast_to<A>(xr[i]), m, rs);
     }
     const A mg = R.sum(sg) / A(n), mgx = R.sum(sgx) / A(n);
     T* gxr = gx + r * n;
     for (int64_t i = R.lane(); i < n; i += R.width()) {
-      const A g = cast_to<A>(gr[i]) * (w ? w[i] : A(1));
+      const A g = cast_to<A>(gr[i]) * (w ? w[param(r, i)] : A(1));
       gxr[i] = cast_to<T>(math::norm_backward(g, math::normalize(cast_to<A>(xr[i]), m, rs), rs, mg, mgx));
     }
   }
@@ -113,6 +124,30 @@ __global__ void sum_chunks_kernel(const A* p, A* out, int64_t chunks, int64_t n)
     A s = 0;
     for (int64_t k = 0; k < chunks; ++k) s += p[k * n + i];
     out[i] = s;
+  }
+}
+
+// gy, x: [N, C, S] as N C rows of S; mean, rstd: acc [N, G] (row r's group: r / Cg).
+// pw[r] = sum of gy * xhat and pb[r] = sum of gy over row r (either may be null).
+template <typename T>
+__global__ void group_norm_param_partials_kernel(Rows R, const T* gy, const T* x, const acc_t<T>* mean,
+                                                 const acc_t<T>* rstd, acc_t<T>* pw, acc_t<T>* pb, int64_t rows,
+                                                 int64_t S, int64_t Cg) {
+  using A = acc_t<T>;
+  for (int64_t r = R.first(); r < rows; r += R.step()) {
+    const A m = mean[r / Cg], rs = rstd[r / Cg];
+    A aw = 0, ab = 0;
+    for (int64_t i = R.lane(); i < S; i += R.width()) {
+      const A g = cast_to<A>(gy[r * S + i]);
+      aw += g * math::normalize(cast_to<A>(x[r * S + i]), m, rs);
+      ab += g;
+    }
+    aw = R.sum(aw);
+    ab = R.sum(ab);
+    if (R.lane() == 0) {
+      if (pw) pw[r] = aw;
+      if (pb) pb[r] = ab;
+    }
   }
 }
 
@@ -185,8 +220,9 @@ void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps, c
   dispatch_floating(x.dtype(), "layer_norm", [&]<typename T>() {
     using A = acc_t<T>;
     const RowPlan p = plan_rows(M, n, dev);
-    layer_norm_kernel<T><<<p.grid, p.block, 0, current_stream(dev)>>>(
-        p.team, dptr<const T>(x), opt_ptr<A>(w), opt_ptr<A>(b), A(eps), dptr<T>(y), dptr<A>(mean), dptr<A>(rstd), M, n);
+    layer_norm_kernel<T><<<p.grid, p.block, 0, current_stream(dev)>>>(p.team, dptr<const T>(x), opt_ptr<A>(w),
+                                                                      opt_ptr<A>(b), A(eps), dptr<T>(y), dptr<A>(mean),
+                                                                      dptr<A>(rstd), M, n, ColumnParam{});
     MT_CUDA_CHECK_LAUNCH();
   });
 }
@@ -203,7 +239,7 @@ void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
       const RowPlan p = plan_rows(M, n, dev);
       layer_norm_backward_kernel<T><<<p.grid, p.block, 0, stream>>>(p.team, dptr<const T>(gy), dptr<const T>(x),
                                                                     dptr<const A>(mean), dptr<const A>(rstd),
-                                                                    opt_ptr<A>(w), dptr<T>(gx), M, n);
+                                                                    opt_ptr<A>(w), dptr<T>(gx), M, n, ColumnParam{});
       MT_CUDA_CHECK_LAUNCH();
     }
     if (!gw.defined() && !gb.defined()) return;
@@ -227,6 +263,61 @@ void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
     for (auto [part, out] : {std::pair{pw, gw}, {pb, gb}}) {
       if (!out.defined()) continue;
       sum_chunks_kernel<A><<<grid_for(n, dev), kBlock, 0, stream>>>(dptr<const A>(part), dptr<A>(out), chunks, n);
+      MT_CUDA_CHECK_LAUNCH();
+    }
+  });
+}
+
+// Group norm: layer norm's row kernels over the [N G] groups (rows of C / G * S), each element's
+// weight and bias those of its channel; gw and gb from per-(sample, channel) sums added over the
+// samples in order.
+void group_norm(const Tensor& x, const Tensor& w, const Tensor& b, int64_t groups, double eps, const Tensor& y,
+                const Tensor& mean, const Tensor& rstd) {
+  const int64_t N = x.size(0), C = x.size(1), S = x.size(2), M = N * groups, n = C / groups * S;
+  if (M == 0 || n == 0) return;
+  const int dev = x.device().index;
+  DeviceGuard guard(dev);
+  dispatch_floating(x.dtype(), "group_norm", [&]<typename T>() {
+    using A = acc_t<T>;
+    const RowPlan p = plan_rows(M, n, dev);
+    layer_norm_kernel<T><<<p.grid, p.block, 0, current_stream(dev)>>>(
+        p.team, dptr<const T>(x), opt_ptr<A>(w), opt_ptr<A>(b), A(eps), dptr<T>(y), dptr<A>(mean), dptr<A>(rstd), M, n,
+        GroupChannelParam{groups, C / groups, S});
+    MT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void group_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& w,
+                         int64_t groups, const Tensor& gx, const Tensor& gw, const Tensor& gb) {
+  const int64_t N = x.size(0), C = x.size(1), S = x.size(2), M = N * groups, n = C / groups * S;
+  const int dev = x.device().index;
+  DeviceGuard guard(dev);
+  const cudaStream_t stream = current_stream(dev);
+  dispatch_floating(x.dtype(), "group_norm", [&]<typename T>() {
+    using A = acc_t<T>;
+    if (gx.defined() && M > 0 && n > 0) {
+      const RowPlan p = plan_rows(M, n, dev);
+      layer_norm_backward_kernel<T><<<p.grid, p.block, 0, stream>>>(
+          p.team, dptr<const T>(gy), dptr<const T>(x), dptr<const A>(mean), dptr<const A>(rstd), opt_ptr<A>(w),
+          dptr<T>(gx), M, n, GroupChannelParam{groups, C / groups, S});
+      MT_CUDA_CHECK_LAUNCH();
+    }
+    if (!gw.defined() && !gb.defined()) return;
+    if (N == 0 || S == 0) {
+      if (gw.defined()) fill(gw, 0);
+      if (gb.defined()) fill(gb, 0);
+      return;
+    }
+    Tensor pw = gw.defined() ? make_tensor({N, C}, gw.dtype(), x.device()) : Tensor();
+    Tensor pb = gb.defined() ? make_tensor({N, C}, gb.dtype(), x.device()) : Tensor();
+    const RowPlan p = plan_rows(N * C, S, dev);
+    group_norm_param_partials_kernel<T><<<p.grid, p.block, 0, stream>>>(
+        p.team, dptr<const T>(gy), dptr<const T>(x), dptr<const A>(mean), dptr<const A>(rstd), opt_mut_ptr<A>(pw),
+        opt_mut_ptr<A>(pb), N * C, S, C / groups);
+    MT_CUDA_CHECK_LAUNCH();
+    for (auto [part, out] : {std::pair{pw, gw}, {pb, gb}}) {
+      if (!out.defined()) continue;
+      sum_chunks_kernel<A><<<grid_for(C, dev), kBlock, 0, stream>>>(dptr<const A>(part), dptr<A>(out), N, C);
       MT_CUDA_CHECK_LAUNCH();
     }
   });

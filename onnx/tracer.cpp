@@ -173,6 +173,11 @@ const NnKernels& twin_nn() {
       cpu::layer_norm(x, w, b, eps, y, mean, rstd);
       if (KernelTracer* k = rec()) k->layer_norm(x, w, b, eps, y, mean, rstd);
     };
+    t.group_norm = [](const Tensor& x, const Tensor& w, const Tensor& b, int64_t groups, double eps, const Tensor& y,
+                      const Tensor& mean, const Tensor& rstd) {
+      cpu::group_norm(x, w, b, groups, eps, y, mean, rstd);
+      if (KernelTracer* k = rec()) k->group_norm(x, w, b, groups, eps, y, mean, rstd);
+    };
     t.batch_norm_apply = [](const Tensor& x, const Tensor& scale, const Tensor& shift, const Tensor& y) {
       cpu::batch_norm_apply(x, scale, shift, y);
       if (KernelTracer* k = rec()) k->batch_norm_apply(x, scale, shift, y);
@@ -900,6 +905,31 @@ void KernelTracer::layer_norm(const Tensor& x, const Tensor& w, const Tensor& b,
   define(y, out.name, out.batch_dim);
   poison(mean, "layer_norm's statistics are not exported");
   poison(rstd, "layer_norm's statistics are not exported");
+}
+
+// x, y: [N, C, S] views. Opset 17 has no GroupNormalization: each group ([N, G, C / G * S]) by
+// LayerNormalization with a unit scale, then the per-channel affine on [N, C, S], in fp32.
+void KernelTracer::group_norm(const Tensor& x, const Tensor& w, const Tensor& b, int64_t groups, double eps,
+                              const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+  if (!any_traced({&x, &w, &b})) return;
+  const int64_t N = x.size(0), C = x.size(1), S = x.size(2), D = C / groups * S;
+  Value vx = reshape(value_of(x), {N, groups, D});
+  const std::string unit = g_.constant([&] {
+    SuspendTracing s;
+    return ones({D});
+  }());
+  Value v{g_.node("LayerNormalization", {g_.cast(vx.name, DType::Float32), unit},
+                  {A::integer("axis", -1), A::real("epsilon", float(eps))}),
+          {N, groups, D},
+          vx.batch_dim};
+  v = reshape(v, {N, C, S});
+  auto per_channel = [&](const Tensor& t) { return g_.cast(reshape(value_of(t), {C, 1}).name, DType::Float32); };
+  if (w.defined()) v.name = g_.node("Mul", {v.name, per_channel(w)});
+  if (b.defined()) v.name = g_.node("Add", {v.name, per_channel(b)});
+  Value out = reshape(Value{g_.cast(v.name, y.dtype()), v.shape, v.batch_dim}, y.sizes());
+  define(y, out.name, out.batch_dim);
+  poison(mean, "group_norm's statistics are not exported");
+  poison(rstd, "group_norm's statistics are not exported");
 }
 
 void KernelTracer::batch_norm_apply(const Tensor& x, const Tensor& scale, const Tensor& shift, const Tensor& y) {

@@ -82,6 +82,8 @@ class KernelTracer final : public trace::Tracer {
   void avg_pool2d(const Tensor& x, const Tensor& y, const Pool2dGeometry& g, bool adaptive);
   void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps, const Tensor& y, const Tensor& mean,
                   const Tensor& rstd);
+  void group_norm(const Tensor& x, const Tensor& w, const Tensor& b, int64_t groups, double eps, const Tensor& y,
+                  const Tensor& mean, const Tensor& rstd);
   void batch_norm_apply(const Tensor& x, const Tensor& scale, const Tensor& shift, const Tensor& y);
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Tensor& out,
                  const Tensor& lse, const AttentionGeometry& g);

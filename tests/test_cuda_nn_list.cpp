@@ -97,6 +97,12 @@ Case layer_norm_case() {
           },
           [](const auto& in) { return F::layer_norm(in[0], {6}, in[1], in[2]); }};
 }
+Case group_norm_case() {  // 2 groups of 3 channels, 5 x 2 positions each
+  return {[] {
+            return std::vector<Tensor>{leaf({2, 6, 5, 2}), leaf({6}), leaf({6})};
+          },
+          [](const auto& in) { return F::group_norm(in[0], 2, in[1], in[2]); }};
+}
 Case batch_norm_case() {  // training: batch statistics, their apply and the backward
   return {[] {
             return std::vector<Tensor>{leaf({4, 3, 5}), leaf({3}), leaf({3})};
@@ -164,6 +170,8 @@ const std::map<std::string, Case>& cases() {
       {"adaptive_avg_pool2d_backward", adaptive_pool_case()},
       {"layer_norm", layer_norm_case()},
       {"layer_norm_backward", layer_norm_case()},
+      {"group_norm", group_norm_case()},
+      {"group_norm_backward", group_norm_case()},
       {"batch_norm_stats", batch_norm_case()},
       {"batch_norm_apply", batch_norm_case()},
       {"batch_norm_backward", batch_norm_case()},

@@ -162,6 +162,72 @@ TEST(NormExtra, Bf16LayerNormIsTheFp32OneRounded) {
   }
 }
 
+// The group_norm kernels (group and instance norm) against the same norm composed in float64:
+// groups longer than the kernels' 64 partial sums and channels of one position, a permuted
+// (non-contiguous) input, with and without the affine; and bf16, which computes in fp32 from
+// its exactly widened input and rounds once: the fp32 op's results rounded, bit for bit.
+TEST(NormExtra, GroupNormKernelsMatchFloat64AndBf16IsFp32Rounded) {
+  mt::manual_seed(23);
+  struct Shape4 {
+    mt::Shape shape;
+    int64_t groups;
+  };
+  for (const auto& [shape, G] : {Shape4{{2, 8, 9, 11}, 2}, Shape4{{3, 6, 1}, 3}, Shape4{{2, 4, 5, 3}, 4}}) {
+    const int64_t N = shape[0], C = shape[1];
+    for (bool affine : {true, false}) {
+      SCOPED_TRACE(mt::shape_str(shape) + " groups " + std::to_string(G) + (affine ? " affine" : ""));
+      // Stored transposed: the op sees a non-contiguous view.
+      mt::Shape t = shape;
+      std::swap(t[0], t[1]);
+      const Tensor x64 = (mt::randn(t, {.dtype = mt::kFloat64}) * 3.0 + 2.0).transpose(0, 1);
+      const Tensor w64 = mt::randn({C}, {.dtype = mt::kFloat64}), b64 = mt::randn({C}, {.dtype = mt::kFloat64});
+      const Tensor gy = mt::randn(shape, {.dtype = mt::kFloat64});
+      auto run = [&](mt::DType dt, bool composed) {
+        Tensor x = x64.to(dt).detach().requires_grad_(), w = w64.to(dt).detach().requires_grad_();
+        Tensor b = b64.to(dt).detach().requires_grad_();
+        Tensor y;
+        if (composed) {
+          Tensor x3 = x.reshape({N, G, -1}), xm = x3 - mt::mean(x3, {2}, true);
+          y = (xm * mt::rsqrt(mt::mean(xm * xm, {2}, true) + 1e-5)).reshape(x.sizes());
+          if (affine) {
+            mt::Shape pc(x.sizes().size(), 1);
+            pc[1] = C;
+            y = y * w.reshape(pc) + b.reshape(pc);
+          }
+        } else {
+          y = affine ? F::group_norm(x, G, w, b) : F::group_norm(x, G);
+        }
+        y.backward(gy.to(dt));
+        std::vector<Tensor> r{y, x.grad()};
+        if (affine) r.insert(r.end(), {w.grad(), b.grad()});
+        return r;
+      };
+      const auto ref = run(mt::kFloat64, true), f32 = run(mt::kFloat32, false), bf16 = run(mt::kBFloat16, false);
+      for (size_t i = 0; i < ref.size(); ++i) {
+        // At least 1: a group of two elements normalizes to +-1 whatever x, and its gx is ~0.
+        const double scale = std::max(1.0, mt::amax(mt::abs(ref[i])).item<double>());
+        EXPECT_LE(max_diff(f32[i], ref[i]), 2e-6 * scale * std::sqrt(double(x64.numel()))) << "output " << i;
+      }
+      // bf16's inputs are the bf16 values; the fp32 op on those same values, rounded.
+      auto rounded = [&](mt::DType dt) {
+        Tensor x = x64.to(mt::kBFloat16).to(dt).detach().requires_grad_();
+        Tensor w = w64.to(mt::kBFloat16).to(dt), b = b64.to(mt::kBFloat16).to(dt);
+        Tensor y = affine ? F::group_norm(x, G, w, b) : F::group_norm(x, G);
+        y.backward(gy.to(mt::kBFloat16).to(dt));
+        return std::pair{y.to(mt::kBFloat16), x.grad().to(mt::kBFloat16)};
+      };
+      const auto [y16, gx16] = rounded(mt::kBFloat16);
+      const auto [y32, gx32] = rounded(mt::kFloat32);
+      EXPECT_TRUE(same(y16, y32));
+      EXPECT_TRUE(same(gx16, gx32));
+      EXPECT_EQ(bf16[0].dtype(), mt::kBFloat16);
+    }
+  }
+  // instance_norm is the group norm of one channel per group.
+  const Tensor x = mt::randn({2, 3, 4, 5}), w = mt::randn({3}), b = mt::randn({3});
+  EXPECT_TRUE(same(F::instance_norm(x, w, b), F::group_norm(x, 3, w, b)));
+}
+
 // The forward kernel normalizes up to 4 rows at a time, phase by phase (bf16/fp16: as many as
 // their fp32 copies fit in 8192 floats): every row of a tensor gives the same bits as that row
 // alone, with and without weight and bias, for row counts that leave a partial group, rows

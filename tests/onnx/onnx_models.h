@@ -1,7 +1,7 @@
 // The models the ONNX tests export (tests/onnx/test_onnx_*.cpp): the MNIST example's MLP and CNN,
 // ResNet-20, a small GPT, an MLP of the LibTorch-style activation layers, cumulative sums and
-// products, a model with fills shaped after the batch and the custom_layer example's model, each
-// with an example input.
+// products, a model with fills shaped after the batch, group and instance norms and the custom_layer example's model,
+// each with an example input.
 #pragma once
 #include <mantissa.h>
 
@@ -41,6 +41,22 @@ struct Cumulative : mt::nn::Module {
   }
 };
 
+// Group and instance norm with their per-channel affine between convolutions.
+struct Norms : mt::nn::Module {
+  mt::nn::Conv2d conv{3, 8, 3, {.padding = 1}};
+  mt::nn::GroupNorm group{4, 8};
+  mt::nn::InstanceNorm2d instance{8, {.affine = true}};
+  Norms() {
+    register_module("conv", conv);
+    register_module("group", group);
+    register_module("instance", instance);
+    mt::NoGradGuard g;  // weights and biases other than ones and zeros
+    for (auto& [name, p] : named_parameters())
+      if (name.find("conv") == std::string::npos) p.copy_(mt::randn(p.sizes()) * 0.5 + 1.0);
+  }
+  mt::Tensor forward(const mt::Tensor& x) override { return instance(mt::silu(group(conv(x)))); }
+};
+
 struct Case {
   std::string name;
   std::shared_ptr<mt::nn::Module> model;
@@ -73,6 +89,7 @@ inline std::vector<Case> cases() {
   out.push_back({"layers", layers, [](int64_t n) { return mt::randn({n, 32}) * 2.0; }});
   out.push_back({"cumulative", std::make_shared<Cumulative>(), [](int64_t n) { return mt::randn({n, 8}); }});
   out.push_back({"fills", std::make_shared<BatchFills>(), [](int64_t n) { return mt::randn({n, 8}); }});
+  out.push_back({"norms", std::make_shared<Norms>(), [](int64_t n) { return mt::randn({n, 3, 6, 5}); }});
   // A user's own layers (examples/custom_layer): RMSNorm with a buffer, residual SiLU blocks.
   out.push_back({"custom", custom_layer::make_model(), [](int64_t n) { return mt::randn({n, 3}); }});
   return out;
