@@ -43,7 +43,7 @@ Tensor& assign_inplace(const char* op, Tensor& self, const Tensor& result) {
 
 // self = self (op) other, in place.
 Tensor& binary_inplace(const char* op, Tensor& self, const Tensor& other, BinaryOp kind,
-                       Tensor (*outofplace)(const Tensor&, const Tensor&)) {
+                       Tensor (*outofplace)(const Tensor&, const Tensor&), double s0 = 0) {
   if (!needs_grad({self, other})) {
     launch::check_same_device(op, {self, other});
     DType t = result_type(self, other);
@@ -54,7 +54,7 @@ Tensor& binary_inplace(const char* op, Tensor& self, const Tensor& other, Binary
     MT_CHECK(is_floating(self.dtype()) || !is_floating(t), op, "result type ", dtype_name(t),
              " can't be cast to the desired output type ", dtype_name(self.dtype()));
     Tensor o = other.dtype() == self.dtype() ? other : launch::cast(other, self.dtype());
-    backend_for(self.device()).binary(kind, self, o, self, 0, 0);
+    backend_for(self.device()).binary(kind, self, o, self, s0, 0);
     self.bump_version();
     return self;
   }
@@ -68,6 +68,9 @@ Tensor add_plain(const Tensor& a, const Tensor& b) { return add(a, b); }
 }  // namespace
 
 Tensor& Tensor::add_(Key, const Tensor& o, const Scalar& alpha) {
+  // self + alpha o in one pass where no graph is recorded (an EMA or a hand-written SGD step).
+  if (alpha.to_double() != 1.0 && is_floating(dtype()) && is_floating(o.dtype()) && !needs_grad({*this, o}))
+    return binary_inplace("add_", *this, o, BinaryOp::AddScaled, nullptr, alpha.to_double());
   Tensor b = alpha.to_double() == 1.0 ? o : o * alpha;
   return binary_inplace("add_", *this, b, BinaryOp::Add, add_plain);
 }

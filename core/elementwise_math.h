@@ -319,6 +319,19 @@ struct SmoothL1Backward {  // of the difference d: g clamp(d / beta, -1, 1), NaN
     return d < T(-beta) ? -g : (d > T(beta) ? g : d / T(beta) * g);
   }
 };
+struct AddScaled {  // a + alpha b in one pass (add / sub / add_ with an alpha, floating only)
+  double alpha;
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T a, T b) const {
+    return a + T(alpha) * b;
+  }
+};
+struct SquareBackward {  // g 2x (PyTorch's mse_loss backward: 2 (input - target) g)
+  template <typename T>
+  MT_HOST_DEVICE T operator()(T g, T x) const {
+    return g * (x + x);
+  }
+};
 struct ReluBackward {
   // x is relu's output; PyTorch's threshold_backward passes g unless x <= 0 (so NaN passes g).
   template <typename T>
@@ -472,7 +485,9 @@ MT_BACKWARD_FROM_OUTPUT(TanhBackwardFromOutput, g*(T(1) - y * y));
   X(LeakyReluBackward, leaky_relu_backward, LeakyReluBackward, Floating, PassThrough)              \
   X(EluBackward, elu_backward, EluBackward, Floating, PassThrough)                                 \
   X(HardtanhBackward, hardtanh_backward, HardtanhBackward, Floating, PassThrough)                  \
-  X(SmoothL1Backward, smooth_l1_backward, SmoothL1Backward, Floating, PassThrough)
+  X(SmoothL1Backward, smooth_l1_backward, SmoothL1Backward, Floating, PassThrough)                 \
+  X(SquareBackward, square_backward, SquareBackward, Floating, PassThrough)                        \
+  X(AddScaled, add_scaled, AddScaled, Floating, PassThrough)
 
 // Reductions (kernels: core/cpu/reduce.cpp, cuda/reduce.cu). X(Enum, name, autocast category)
 #define MT_REDUCE_OPS(X)         \

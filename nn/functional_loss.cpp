@@ -184,7 +184,8 @@ Tensor mse_loss(const Tensor& input0, const Tensor& target0, Reduction reduction
            "expected tensors that promote to a floating dtype, got ", describe({x, y}));
   const DType common = promote_types(x.dtype(), y.dtype());  // before subtracting (a bool input)
   Tensor d = x.to(common) - y.to(common);
-  return reduce(d * d, reduction);
+  // square's backward is one pass, g 2d (d * d's took two products and their sum).
+  return reduce(square(d), reduction);
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input0, const Tensor& target0, const BceWithLogitsOptions& o) {

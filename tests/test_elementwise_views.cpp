@@ -215,6 +215,7 @@ TEST(ElementwiseViews, EveryBinaryOpOnViewsEqualsTheContiguousKernel) {
       {"ge", [](const mt::Tensor& a, const mt::Tensor& b) { return mt::ge(a, b); }},
       {"logical_and", [](const mt::Tensor& a, const mt::Tensor& b) { return mt::logical_and(a, b); }},
       {"logical_or", [](const mt::Tensor& a, const mt::Tensor& b) { return mt::logical_or(a, b); }},
+      {"add_scaled", [](const mt::Tensor& a, const mt::Tensor& b) { return mt::add(a, b, 0.5); }},
   };
 #define MT_CHECK_SWEPT(Enum, name, ...) \
   EXPECT_TRUE(std::string(#name).ends_with("_backward") || ops.count(#name)) << #name << " is not swept";

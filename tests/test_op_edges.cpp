@@ -655,6 +655,7 @@ const std::map<std::string, Op>& binary_ops() {
       {"ge", [](auto& x) { return mt::ge(x[0], x[1]); }},
       {"logical_and", [](auto& x) { return mt::logical_and(x[0], x[1]); }},
       {"logical_or", [](auto& x) { return mt::logical_or(x[0], x[1]); }},
+      {"add_scaled", [](auto& x) { return mt::add(x[0], x[1], 0.5); }},
   };
   return ops;
 }

@@ -117,6 +117,8 @@ BINARY = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "maximum": torch.maximum,
     "minimum": torch.minimum, "pow": torch.pow, "eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le,
     "gt": torch.gt, "ge": torch.ge, "logical_and": torch.logical_and, "logical_or": torch.logical_or,
+    # add / sub with an alpha (one pass, a + alpha b): refused for integers, as torch
+    "add_scaled": lambda a, b: torch.add(a, b, alpha=0.5),
 }
 # Reductions (the MT_REDUCE_OPS kernels and the ops built on them), each over the last dim
 # and, where the op has the form, over all elements.
