@@ -72,12 +72,18 @@ Tensor prod(const Tensor& x0, int64_t dim_in, bool keepdim) {
       // product of the nonzeros; with two or more every position gets 0.
       Tensor x = sx.unpack();
       if (x.dim() == 0) return Grads{g};
+      Tensor gk = unsqueeze_reduced(g, {dim}, keepdim);
+      // Without a zero anywhere (as PyTorch decides, one host read): g (prod / x), two passes
+      // where the case analysis below takes nine ops (1.5x PyTorch's prod backward).
       Tensor zero = x == 0.0;
+      if (!any(zero).item<bool>()) {
+        Tensor y = prod(x, dim, true);  // the forward's value, from the same kernel
+        return Grads{gk * (y / x)};
+      }
       Tensor zeros_in_row = sum(zero, {dim}, true);
       Tensor ones_for_zeros = where(zero, ones_like(x), x);
       Tensor others = prod(ones_for_zeros, dim, true) / ones_for_zeros;
       Tensor keep = logical_or(zeros_in_row == int64_t(0), logical_and(zero, zeros_in_row == int64_t(1)));
-      Tensor gk = unsqueeze_reduced(g, {dim}, keepdim);
       return Grads{where(keep, gk * others, zeros_like(x))};
     });
   }
