@@ -195,6 +195,37 @@ TEST(ElementwiseViews, BinaryOpsWithPermutedOperandsEqualTheContiguousKernels) {
   expect_same(e.t() * mt::ones({4, 0}), mt::ones({4, 0}), "empty");
 }
 
+// A column broadcast over short rows ([N, k] op [N, 1] and [N, 1] op [N, k]: the rows' own loop
+// with k a constant for 16, 32 and 64) gives the bits of the same op on the column expanded to a
+// contiguous copy, for rows adjacent and rows of a narrow (stride 2k), and a length with no
+// constant (24).
+TEST(ElementwiseViews, ColumnOverShortRowsEqualsTheExpandedColumn) {
+  mt::manual_seed(31);
+  using Op = mt::Tensor (*)(const mt::Tensor&, const mt::Tensor&);
+  const std::vector<std::pair<std::string, Op>> ops = {
+      {"add", [](const mt::Tensor& a, const mt::Tensor& b) { return mt::add(a, b); }},
+      {"sub", [](const mt::Tensor& a, const mt::Tensor& b) { return mt::sub(a, b); }},
+      {"mul", [](const mt::Tensor& a, const mt::Tensor& b) { return mt::mul(a, b); }},
+      {"div", [](const mt::Tensor& a, const mt::Tensor& b) { return mt::div(a, b); }},
+      {"maximum", [](const mt::Tensor& a, const mt::Tensor& b) { return mt::maximum(a, b); }},
+      {"pow", [](const mt::Tensor& a, const mt::Tensor& b) { return mt::pow(a, b); }},
+  };
+  for (mt::DType dt : {mt::kFloat32, mt::kFloat64, mt::kInt64, mt::kBFloat16})
+    for (int64_t k : {16, 32, 64, 24})
+      for (bool narrow : {false, true}) {
+        const mt::Tensor whole = (mt::rand({37, 2 * k}) * 3.0 + 0.5).to(dt);
+        const mt::Tensor rows = narrow ? whole.narrow(1, 0, k) : whole.narrow(1, 0, k).contiguous();
+        const mt::Tensor column = (mt::rand({37, 1}) * 2.0 + 0.5).to(dt), wide = column.expand({37, k}).contiguous();
+        for (const auto& [name, op] : ops) {
+          if (name == "div" && dt == mt::kInt64) continue;
+          const std::string what =
+              name + ", k " + std::to_string(k) + (narrow ? " narrow, " : ", ") + mt::dtype_name(dt);
+          expect_same(op(rows, column), op(rows.contiguous(), wide), what + ": rows op column");
+          expect_same(op(column, rows), op(wide, rows.contiguous()), what + ": column op rows");
+        }
+      }
+}
+
 // Every public binary op of MT_BINARY_OPS (the fused backward formulas are met through
 // autograd) with a transposed, a narrowed and a strided operand, against its contiguous copy.
 TEST(ElementwiseViews, EveryBinaryOpOnViewsEqualsTheContiguousKernel) {
