@@ -51,6 +51,42 @@ std::pair<A, A> grad_sums(const T* g, const T* x, int64_t n, A m) {
   return {sg, sgx};
 }
 
+// The data of a norm's forward and backward: the tensors' pointers, the optional ones null.
+template <typename T>
+struct NormForwardData {
+  using A = acc_t<T>;
+  const T* x;
+  T* y;
+  const A *w, *b;
+  A *mean, *rstd;
+  NormForwardData(const Tensor& x_t, const Tensor& w_t, const Tensor& b_t, const Tensor& y_t, const Tensor& mean_t,
+                  const Tensor& rstd_t)
+      : x(x_t.data_ptr<T>()),
+        y(y_t.data_ptr<T>()),
+        w(opt_data<A>(w_t)),
+        b(opt_data<A>(b_t)),
+        mean(mean_t.data_ptr<A>()),
+        rstd(rstd_t.data_ptr<A>()) {}
+};
+template <typename T>
+struct NormBackwardData {
+  using A = acc_t<T>;
+  const T *gy, *x;
+  const A *w, *mean, *rstd;
+  T* gx;
+  A *gw, *gb;
+  NormBackwardData(const Tensor& gy_t, const Tensor& x_t, const Tensor& mean_t, const Tensor& rstd_t, const Tensor& w_t,
+                   const Tensor& gx_t, const Tensor& gw_t, const Tensor& gb_t)
+      : gy(gy_t.data_ptr<T>()),
+        x(x_t.data_ptr<T>()),
+        w(opt_data<A>(w_t)),
+        mean(mean_t.data_ptr<A>()),
+        rstd(rstd_t.data_ptr<A>()),
+        gx(gx_t.defined() ? gx_t.data_ptr<T>() : nullptr),
+        gw(opt_data<A>(gw_t)),
+        gb(opt_data<A>(gb_t)) {}
+};
+
 // grad_sums in kSumLanes partial sums for float accumulation (group norm's channel rows: one
 // add chain per row waited on each addition's latency).
 template <typename A, typename T>
@@ -102,12 +138,11 @@ void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, double eps, c
   const int64_t n = x.size(-1), M = n ? x.numel() / n : 0;
   dispatch_floating(x.dtype(), "layer_norm", [&]<typename T>() {
     using A = acc_t<T>;
-    const T* X = x.data_ptr<T>();
-    T* Y = y.data_ptr<T>();
-    const A* Wp = opt_data<A>(w);
-    const A* Bp = opt_data<A>(b);
-    A* Mp = mean.data_ptr<A>();
-    A* Rp = rstd.data_ptr<A>();
+    const NormForwardData<T> d(x, w, b, y, mean, rstd);
+    const T* X = d.x;
+    T* Y = d.y;
+    const A *Wp = d.w, *Bp = d.b;
+    A *Mp = d.mean, *Rp = d.rstd;
     parallel_for(0, M, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)), [&](int64_t s, int64_t e) {
       if constexpr (std::is_same_v<A, float>) {
         if (n <= kNormRowBuffer) {
@@ -233,14 +268,11 @@ void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
   const int64_t n = x.size(-1), M = n ? x.numel() / n : 0;
   dispatch_floating(x.dtype(), "layer_norm", [&]<typename T>() {
     using A = acc_t<T>;
-    const T* X = x.data_ptr<T>();
-    const T* GY = gy.data_ptr<T>();
-    const A* Wp = opt_data<A>(w);
-    const A* Mp = mean.data_ptr<A>();
-    const A* Rp = rstd.data_ptr<A>();
-    T* GX = gx.defined() ? gx.data_ptr<T>() : nullptr;
-    A* GW = opt_data<A>(gw);
-    A* GB = opt_data<A>(gb);
+    const NormBackwardData<T> d(gy, x, mean, rstd, w, gx, gw, gb);
+    const T *X = d.x, *GY = d.gy;
+    const A *Wp = d.w, *Mp = d.mean, *Rp = d.rstd;
+    T* GX = d.gx;
+    A *GW = d.gw, *GB = d.gb;
     if (GW) std::fill(GW, GW + n, A(0));
     if (GB) std::fill(GB, GB + n, A(0));
     // Each chunk's column sums, keyed by its first row and added in row order afterwards:
@@ -358,23 +390,18 @@ void group_norm(const Tensor& x, const Tensor& w, const Tensor& b, int64_t group
   const int64_t N = x.size(0), C = x.size(1), S = x.size(2), G = groups, Cg = C / G, D = Cg * S;
   dispatch_floating(x.dtype(), "group_norm", [&]<typename T>() {
     using A = acc_t<T>;
-    const T* X = x.data_ptr<T>();
-    T* Y = y.data_ptr<T>();
-    const A* Wp = opt_data<A>(w);
-    const A* Bp = opt_data<A>(b);
-    A* Mp = mean.data_ptr<A>();
-    A* Rp = rstd.data_ptr<A>();
+    const NormForwardData<T> d(x, w, b, y, mean, rstd);
     parallel_for(0, N * G, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(D, 1)), [&](int64_t s, int64_t e) {
       for (int64_t r = s; r < e; ++r) {
-        const T* xr = X + r * D;
+        const T* xr = d.x + r * D;
         const auto [m, var] = mean_and_variance<A>(xr, D);
         const A rs = math::inv_std(var, A(eps));
-        Mp[r] = m;
-        Rp[r] = rs;
+        d.mean[r] = m;
+        d.rstd[r] = rs;
         for (int64_t k = 0; k < Cg; ++k) {
           const int64_t c = r % G * Cg + k;
-          const A a = Wp ? rs * Wp[c] : rs, bc = Bp ? Bp[c] : A(0);
-          map_acc<A>(xr + k * S, Y + r * D + k * S, S, [m, a, bc](A u) { return (u - m) * a + bc; });
+          const A a = d.w ? rs * d.w[c] : rs, bc = d.b ? d.b[c] : A(0);
+          map_acc<A>(xr + k * S, d.y + r * D + k * S, S, [m, a, bc](A u) { return (u - m) * a + bc; });
         }
       }
     });
@@ -389,48 +416,41 @@ void group_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
   const int64_t N = x.size(0), C = x.size(1), S = x.size(2), G = groups, Cg = C / G, D = Cg * S;
   dispatch_floating(x.dtype(), "group_norm", [&]<typename T>() {
     using A = acc_t<T>;
-    const T* X = x.data_ptr<T>();
-    const T* GY = gy.data_ptr<T>();
-    const A* Wp = opt_data<A>(w);
-    const A* Mp = mean.data_ptr<A>();
-    const A* Rp = rstd.data_ptr<A>();
-    T* GX = gx.defined() ? gx.data_ptr<T>() : nullptr;
-    A* GW = opt_data<A>(gw);
-    A* GB = opt_data<A>(gb);
+    const NormBackwardData<T> d(gy, x, mean, rstd, w, gx, gw, gb);
     // Per (sample, channel): sum gy and sum gy * xhat, for gw and gb.
-    std::vector<A> per_g(GB ? size_t(N * C) : 0), per_gx(GW ? size_t(N * C) : 0);
+    std::vector<A> per_g(d.gb ? size_t(N * C) : 0), per_gx(d.gw ? size_t(N * C) : 0);
     parallel_for(0, N * G, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(D, 1)), [&](int64_t s, int64_t e) {
       for (int64_t r = s; r < e; ++r) {
-        const A m = Mp[r], rs = Rp[r];
+        const A m = d.mean[r], rs = d.rstd[r];
         const int64_t c0 = r % G * Cg, row0 = r / G * C + c0;  // the group's first channel, its [N, C] index
         A wg = 0, wgx = 0;                                     // sum over the group of w gy and of w gy (x - m)
         for (int64_t k = 0; k < Cg; ++k) {
-          const auto [sg, sgx] = wide_grad_sums<A>(GY + r * D + k * S, X + r * D + k * S, S, m);
-          const A wc = Wp ? Wp[c0 + k] : A(1);
+          const auto [sg, sgx] = wide_grad_sums<A>(d.gy + r * D + k * S, d.x + r * D + k * S, S, m);
+          const A wc = d.w ? d.w[c0 + k] : A(1);
           wg += wc * sg;
           wgx += wc * sgx;
-          if (GB) per_g[size_t(row0 + k)] = sg;
-          if (GW) per_gx[size_t(row0 + k)] = sgx * rs;
+          if (d.gb) per_g[size_t(row0 + k)] = sg;
+          if (d.gw) per_gx[size_t(row0 + k)] = sgx * rs;
         }
-        if (!GX) continue;
+        if (!d.gx) continue;
         const A mg = wg / A(D), mgx = wgx * rs / A(D);
         for (int64_t k = 0; k < Cg; ++k) {
-          const A wc = Wp ? Wp[c0 + k] : A(1);
+          const A wc = d.w ? d.w[c0 + k] : A(1);
           const int64_t o = r * D + k * S;
-          map_acc<A>(X + o, GY + o, GX + o, S, [m, rs, wc, mg, mgx](A v, A g) {
+          map_acc<A>(d.x + o, d.gy + o, d.gx + o, S, [m, rs, wc, mg, mgx](A v, A g) {
             return math::norm_backward(wc * g, math::normalize(v, m, rs), rs, mg, mgx);
           });
         }
       }
     });
-    for (int64_t c = 0; c < C && (GW || GB); ++c) {
+    for (int64_t c = 0; c < C && (d.gw || d.gb); ++c) {
       A sw = 0, sb = 0;
       for (int64_t n = 0; n < N; ++n) {
-        if (GW) sw += per_gx[size_t(n * C + c)];
-        if (GB) sb += per_g[size_t(n * C + c)];
+        if (d.gw) sw += per_gx[size_t(n * C + c)];
+        if (d.gb) sb += per_g[size_t(n * C + c)];
       }
-      if (GW) GW[c] = sw;
-      if (GB) GB[c] = sb;
+      if (d.gw) d.gw[c] = sw;
+      if (d.gb) d.gb[c] = sb;
     }
   });
 }
