@@ -172,8 +172,9 @@ TEST(NormExtra, GroupNormKernelsMatchFloat64AndBf16IsFp32Rounded) {
     mt::Shape shape;
     int64_t groups;
   };
-  for (const auto& [shape, G] : {Shape4{{2, 8, 9, 11}, 2}, Shape4{{3, 6, 1}, 3}, Shape4{{2, 4, 5, 3}, 4}}) {
-    const int64_t N = shape[0], C = shape[1];
+  for (const Shape4& c : {Shape4{{2, 8, 9, 11}, 2}, Shape4{{3, 6, 1}, 3}, Shape4{{2, 4, 5, 3}, 4}}) {
+    const mt::Shape shape = c.shape;  // (named copies: clang 14 cannot capture structured bindings)
+    const int64_t G = c.groups, N = shape[0], C = shape[1];
     for (bool affine : {true, false}) {
       SCOPED_TRACE(mt::shape_str(shape) + " groups " + std::to_string(G) + (affine ? " affine" : ""));
       // Stored transposed: the op sees a non-contiguous view.

@@ -394,8 +394,9 @@ void group_norm(const Tensor& x, const Tensor& w, const Tensor& b, int64_t group
     parallel_for(0, N * G, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(D, 1)), [&](int64_t s, int64_t e) {
       for (int64_t r = s; r < e; ++r) {
         const T* xr = d.x + r * D;
-        const auto [m, var] = mean_and_variance<A>(xr, D);
-        const A rs = math::inv_std(var, A(eps));
+        const std::pair<A, A> stats =
+            mean_and_variance<A>(xr, D);  // (no structured binding: clang 14 cannot capture one)
+        const A m = stats.first, rs = math::inv_std(stats.second, A(eps));
         d.mean[r] = m;
         d.rstd[r] = rs;
         for (int64_t k = 0; k < Cg; ++k) {
