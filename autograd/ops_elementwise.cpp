@@ -184,9 +184,8 @@ Tensor square(const Tensor& x) {
   Tensor y = launch::unary(UnaryOp::Square, x);
   if (needs_grad({x}))
     record("square", {x}, y, [sx = SavedTensor(x)](const Tensor& g, auto&) {
-      const Tensor x = sx.unpack();
-      return Grads{is_floating(x.dtype()) ? fused_backward(BinaryOp::SquareBackward, g, x, [&] { return g * x * 2.0; })
-                                          : g * x * 2.0};
+      const Tensor x = sx.unpack();  // floating: integer squares carry no gradient
+      return Grads{fused_backward(BinaryOp::SquareBackward, g, x, [&] { return g * x * 2.0; })};
     });
   return y;
 }
@@ -312,13 +311,13 @@ Tensor wrap_scalar(const Scalar& s, const Tensor& like) {
 }
 
 namespace {
-Tensor arith(const char* name, BinaryOp op, const Tensor& a, const Tensor& b) {
+Tensor arith(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, double s0 = 0) {
   MT_CHECK(a.defined() && b.defined(), name, "undefined tensor");
   launch::check_same_device(name, {a, b});
   DType t = result_type(a, b);
   if (op == BinaryOp::Div) t = float_type(t);  // true division
   broadcast_shapes(a.sizes(), b.sizes(), name);
-  return launch::binary(op, a, b, t, t);
+  return launch::binary(op, a, b, t, t, s0);
 }
 Tensor compare(const char* name, BinaryOp op, const Tensor& a, const Tensor& b) {
   launch::check_same_device(name, {a, b});
@@ -334,38 +333,26 @@ Tensor add_sub(const char* name, BinaryOp op, const Tensor& a0, const Tensor& b0
   auto in = amp::autocast_many(amp::list_policy(op), {a0, b0});
   const Tensor &a = in[0], &b = in[1];
   MT_CHECK(a.defined() && b.defined(), name, "undefined tensor");
-  Tensor bs = b;
-  if (!(alpha.is_floating() ? alpha.to_double() == 1.0 : alpha.to_int() == 1)) {
-    const DType t = result_type(a, b);
-    MT_CHECK(is_floating(t) || !alpha.is_floating(), name,
-             "for integral input tensors, alpha must not be a floating point number, got ", alpha.to_double(), " for ",
-             describe({a, b}));
-    if (is_floating(t)) {  // one pass, a + alpha b (a product and a sum took two: EMA updates 1.13x PyTorch's)
-      launch::check_same_device(name, {a, b});
-      broadcast_shapes(a.sizes(), b.sizes(), name);
-      const double s = op == BinaryOp::Sub ? -alpha.to_double() : alpha.to_double();
-      Tensor y = launch::binary(BinaryOp::AddScaled, a, b, t, t, s);
-      if (needs_grad({a, b}))
-        record(name, {a, b}, y,
-               [sa = a.sizes(), ta = a.dtype(), sb = b.sizes(), tb = b.dtype(), s](const Tensor& g, auto& need) {
-                 return Grads{need[0] ? grad_for(g, sa, ta) : Tensor(), need[1] ? grad_for(g * s, sb, tb) : Tensor()};
-               });
-      return y;
-    }
-    bs = (b.dtype() == t ? b : b.to(t)) * alpha;
-  }
-  Tensor y = arith(name, op, a, bs);
+  const bool unit = alpha.is_floating() ? alpha.to_double() == 1.0 : alpha.to_int() == 1;
+  const DType t = result_type(a, b);
+  MT_CHECK(unit || is_floating(t) || !alpha.is_floating(), name,
+           "for integral input tensors, alpha must not be a floating point number, got ", alpha.to_double(), " for ",
+           describe({a, b}));
+  // Floating a + alpha b in one pass (AddScaled; a product and a sum took two: EMA updates 1.13x
+  // PyTorch's); integers, never differentiable, scale b first.
+  const bool fused = !unit && is_floating(t);
+  const double scale = op == BinaryOp::Sub ? -alpha.to_double() : alpha.to_double();
+  const Tensor bs = unit || fused ? b : (b.dtype() == t ? b : b.to(t)) * alpha;
+  Tensor y = fused ? arith(name, BinaryOp::AddScaled, a, b, scale) : arith(name, op, a, bs);
   if (needs_grad({a, bs})) {
-    const bool negate = op == BinaryOp::Sub;
-    record(
-        op == BinaryOp::Sub ? "sub" : "add", {a, bs}, y,
-        [sa = a.sizes(), ta = a.dtype(), sb = bs.sizes(), tb = bs.dtype(), negate](const Tensor& g, auto& need) {
-          auto back = [&](const Shape& s, DType t) {
-            Tensor r = g.sizes() == s ? g : sum_to(g, s);
-            return r.dtype() == t ? r : r.to(t);
-          };
-          return Grads{need[0] ? back(sa, ta) : Tensor(), need[1] ? (negate ? -back(sb, tb) : back(sb, tb)) : Tensor()};
-        });
+    const double gb = fused ? scale : (op == BinaryOp::Sub ? -1.0 : 1.0);  // d y / d bs
+    record(op == BinaryOp::Sub ? "sub" : "add", {a, bs}, y,
+           [sa = a.sizes(), ta = a.dtype(), sb = bs.sizes(), tb = bs.dtype(), gb](const Tensor& g, auto& need) {
+             Tensor gbs;
+             if (need[1])
+               gbs = gb == 1.0 ? grad_for(g, sb, tb) : gb == -1.0 ? -grad_for(g, sb, tb) : grad_for(g * gb, sb, tb);
+             return Grads{need[0] ? grad_for(g, sa, ta) : Tensor(), gbs};
+           });
   }
   return y;
 }

@@ -1,8 +1,9 @@
 // Inclusive scans (cumsum, cumprod and cumsum's backward; cumprod's first-order backward at the
 // end) along the middle dim of a contiguous [outer, n, inner] block, accumulated in fp32 (fp64
-// for fp64, wrapping uint64 for int64), as PyTorch's CUDA kernel accumulates. Rows (inner == 1): one warp per row, 32
-// elements per step, a shuffle scan within the step and the running value carried on from lane 31. Columns (inner > 1):
-// one thread per column walking down n, adjacent threads on adjacent columns (coalesced).
+// for fp64, wrapping uint64 for int64), as PyTorch's CUDA kernel accumulates. Rows (inner == 1):
+// one warp per row, 32 elements per step, a shuffle scan within the step and the running value
+// carried on from lane 31. Columns (inner > 1): one thread per column walking down n, adjacent
+// threads on adjacent columns (coalesced).
 #include "cuda/kernels.h"
 #include "cuda/loops.cuh"
 #include "cuda/rows.cuh"

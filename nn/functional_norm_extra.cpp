@@ -76,7 +76,7 @@ Tensor grouped_norm(const char* op, const Tensor& x, int64_t G, const Tensor& w,
              Tensor gx = need[0] ? make_tensor(x.sizes(), x.dtype(), x.device()) : Tensor();
              Tensor gw = need[1] ? make_tensor({C}, A, x.device()) : Tensor();
              Tensor gb = need[2] ? make_tensor({C}, A, x.device()) : Tensor();
-             Tensor gyc = launch::contiguous(launch::cast(gy, x.dtype()));
+             Tensor gyc = launch::cast(gy, x.dtype());  // contiguous
              kernel(x, op, &NnKernels::group_norm_backward)(
                  make_view(gyc, ncs, {C * S, S, 1}, gyc.offset()), make_view(xc, ncs, {C * S, S, 1}, xc.offset()), mu,
                  rstd, plain(w, A), G, gx.defined() ? make_view(gx, ncs, {C * S, S, 1}, 0) : gx, gw, gb);

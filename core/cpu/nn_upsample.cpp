@@ -27,6 +27,15 @@ std::vector<UpsampleTap<A>> taps(int64_t in, int64_t out, const UpsampleGeometry
   return t;
 }
 
+// This thread's scratch buffer number Slot of at least n elements, contents unspecified: the
+// per-plane loops below would otherwise allocate per plane (a [16, 64, 32, 32] call: 3000).
+template <typename A, int Slot>
+A* scratch(size_t n) {
+  thread_local std::vector<A> buffer;
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
+
 // A linear dim's taps as arrays (the gather loops below vectorize over them).
 template <typename A>
 struct LinearTaps {
@@ -111,14 +120,14 @@ void upsample(const Tensor& x, const Tensor& y, const UpsampleGeometry& g) {
     for_each_plane(g, g.OH * g.OW, [&](int64_t p) {
       const T* xp = X + p * g.IH * g.IW;
       T* yp = Y + p * g.OH * g.OW;
-      std::vector<A> slots(2 * size_t(g.OW));
+      A* slots = scratch<A, 0>(2 * size_t(g.OW));
       int64_t held[2] = {-1, -1};
       // Input row i along w, in a slot other than the one holding row `keep`.
       auto row_along_w = [&](int64_t i, int64_t keep) -> const A* {
         for (int s = 0; s < 2; ++s)
-          if (held[s] == i) return slots.data() + s * g.OW;
+          if (held[s] == i) return slots + s * g.OW;
         const int s = held[0] == keep ? 1 : 0;
-        A* out = slots.data() + s * g.OW;
+        A* out = slots + s * g.OW;
         const T* r = xp + i * g.IW;
         const int64_t* i0 = w.i0.data();
         const int64_t* i1 = w.i1.data();
@@ -184,23 +193,22 @@ void upsample_backward(const Tensor& gy, const Tensor& gx, const UpsampleGeometr
       for_each_plane(g, g.OH * g.OW, [&](int64_t p) {
         const T* gp = GY + p * g.OH * g.OW;
         T* xp = GX + p * g.IH * g.IW;
-        std::vector<A> acc(size_t(g.IW));
+        A* acc = scratch<A, 0>(size_t(g.IW));
         for (int64_t i = 0; i < g.IH; ++i) {
-          std::fill(acc.begin(), acc.end(), A(0));
+          std::fill(acc, acc + g.IW, A(0));
           for (int64_t oh = rows.first[size_t(i)]; oh < rows.end[size_t(i)]; ++oh) {
             const T* gr = gp + oh * g.OW;
             if (k == 2) {
-              for (int64_t j = 0; j < g.IW; ++j)
-                acc[size_t(j)] = acc[size_t(j)] + cast_to<A>(gr[2 * j]) + cast_to<A>(gr[2 * j + 1]);
+              for (int64_t j = 0; j < g.IW; ++j) acc[j] = acc[j] + cast_to<A>(gr[2 * j]) + cast_to<A>(gr[2 * j + 1]);
             } else {
               for (int64_t j = 0; j < g.IW; ++j) {
-                A a = acc[size_t(j)];
+                A a = acc[j];
                 for (int64_t ow = cols.first[size_t(j)]; ow < cols.end[size_t(j)]; ++ow) a += cast_to<A>(gr[ow]);
-                acc[size_t(j)] = a;
+                acc[j] = a;
               }
             }
           }
-          for (int64_t j = 0; j < g.IW; ++j) xp[i * g.IW + j] = cast_to<T>(acc[size_t(j)]);
+          for (int64_t j = 0; j < g.IW; ++j) xp[i * g.IW + j] = cast_to<T>(acc[j]);
         }
       });
       return;
@@ -217,7 +225,11 @@ void upsample_backward(const Tensor& gy, const Tensor& gx, const UpsampleGeometr
       // acc: [IH, pitch], rows of the output's width (h first) or the input's; a gathered row
       // reads a trailing 0 for the gathers' padding.
       const int64_t pitch = h_first ? g.OW + 1 : g.IW;
-      std::vector<A> acc(size_t(g.IH * pitch), A(0)), along_w(size_t(g.IW)), gr(size_t(g.OW) + 1, A(0));
+      A* acc = scratch<A, 0>(size_t(g.IH * pitch));
+      A* along_w = scratch<A, 1>(size_t(g.IW));
+      A* gr = scratch<A, 2>(size_t(g.OW) + 1);
+      std::fill(acc, acc + g.IH * pitch, A(0));
+      gr[g.OW] = 0;
       // u[j] (j < IW) = the adjoint along w of the row r (r[OW] = 0).
       auto back_along_w = [&](const A* r, A* u) {
 #pragma omp simd
@@ -232,16 +244,16 @@ void upsample_backward(const Tensor& gy, const Tensor& gx, const UpsampleGeometr
       const T* gp = GY + p * g.OH * g.OW;
       for (int64_t oh = 0; oh < g.OH; ++oh) {
         const UpsampleTap<A>& a = th[size_t(oh)];
-        map_acc<A>(gp + oh * g.OW, gr.data(), g.OW, [](A v) { return v; });
-        const A* src = gr.data();
+        map_acc<A>(gp + oh * g.OW, gr, g.OW, [](A v) { return v; });
+        const A* src = gr;
         int64_t len = g.OW;
         if (!h_first) {
-          back_along_w(gr.data(), along_w.data());
-          src = along_w.data();
+          back_along_w(gr, along_w);
+          src = along_w;
           len = g.IW;
         }
         auto add_into = [&](int64_t h, A l) {
-          A* r = acc.data() + h * pitch;
+          A* r = acc + h * pitch;
 #pragma omp simd
           for (int64_t o = 0; o < len; ++o) r[o] += src[o] * l;
         };
@@ -250,10 +262,10 @@ void upsample_backward(const Tensor& gy, const Tensor& gx, const UpsampleGeometr
       }
       T* xp = GX + p * g.IH * g.IW;
       for (int64_t i = 0; i < g.IH; ++i) {
-        const A* u = acc.data() + i * pitch;
+        const A* u = acc + i * pitch;
         if (h_first) {
-          back_along_w(u, along_w.data());
-          u = along_w.data();
+          back_along_w(u, along_w);
+          u = along_w;
         }
         map_acc<A>(u, xp + i * g.IW, g.IW, [](A v) { return v; });
       }
