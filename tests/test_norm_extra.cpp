@@ -229,6 +229,23 @@ TEST(NormExtra, GroupNormKernelsMatchFloat64AndBf16IsFp32Rounded) {
   EXPECT_TRUE(same(F::instance_norm(x, w, b), F::group_norm(x, 3, w, b)));
 }
 
+// A NaN stays in its own (sample, group): that run's outputs and input gradients are NaN, the
+// other groups' are finite (as PyTorch's group_norm).
+TEST(NormExtra, GroupNormNanStaysInItsGroup) {
+  mt::manual_seed(29);
+  Tensor x = mt::randn({2, 4, 3});
+  x.index_put_({0, 1, 2}, NAN);  // sample 0, channel 1: group 0 of 2 (channels 0-1)
+  x.requires_grad_();
+  Tensor y = F::group_norm(x, 2, mt::ones({4}), mt::zeros({4}));
+  y.backward(mt::ones_like(y));
+  for (const Tensor& t : {y.detach(), x.grad()}) {
+    const Tensor nan = mt::ne(t, t);  // NaN only
+    EXPECT_TRUE(mt::all(nan.narrow(0, 0, 1).narrow(1, 0, 2)).item<bool>());
+    EXPECT_FALSE(mt::any(nan.narrow(1, 2, 2)).item<bool>());
+    EXPECT_FALSE(mt::any(nan.narrow(0, 1, 1)).item<bool>());
+  }
+}
+
 // The forward kernel normalizes up to 4 rows at a time, phase by phase (bf16/fp16: as many as
 // their fp32 copies fit in 8192 floats): every row of a tensor gives the same bits as that row
 // alone, with and without weight and bias, for row counts that leave a partial group, rows
