@@ -144,12 +144,13 @@ struct AttentionGeometry {
   X(batch_norm_backward, (const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& invstd,                \
                           const Tensor& w, bool training, const Tensor& gx, const Tensor& gw, const Tensor& gb))      \
   /* Fused log-softmax + negative log-likelihood on logits [M, C] with int64 targets [M]: */                          \
+  /* (logits: contiguous rows, or an [N, C, d...] input as the class-strided view [N, S, C], M = N S) */              \
   /* loss[r] (acc) = (1 - s) * w[t] * -logp[t] + s / C * sum_c w[c] * -logp[c], 0 where t == ignore_index; */         \
   /* lse[r] (acc) = logsumexp of the row; weight: acc [C] or undefined (all ones). Targets are range-checked by */    \
   /* the op (launch::check_index_range); one outside [0, C) gets loss 0 and gradient 0, nothing read outside. */      \
   X(cross_entropy, (const Tensor& logits, const Tensor& target, const Tensor& weight, int64_t ignore_index,           \
                     double label_smoothing, const Tensor& loss, const Tensor& lse))                                   \
-  /* glogits [M, C] = grad[r] * d loss[r] / d logits[r, :], grad: acc [M]. */                                         \
+  /* glogits (the logits' shape and layout) = grad[r] * d loss[r] / d logits[r, :], grad: acc [M]. */                 \
   X(cross_entropy_backward, (const Tensor& grad, const Tensor& logits, const Tensor& target, const Tensor& weight,    \
                              const Tensor& lse, int64_t ignore_index, double label_smoothing, const Tensor& glogits)) \
   /* Attention (see AttentionGeometry); mask: acc or undefined. Backward: gq, gk, gv (q's, k's, v's shapes, T) */     \

@@ -7,7 +7,9 @@
 // Invalid targets: the op range-checks them first (launch::check_index_range, reported
 // through the sticky device error at the next host read, core/index_check.h); the kernels
 // write a 0 loss and a 0 gradient for a target outside [0, C) and read nothing out of bounds.
-// No host synchronisation.
+// No host synchronisation. Logits of an [N, C, d...] input arrive as the class-strided view
+// [N, S, C] (the CPU reads it in place): here they are copied into rows first, and the gradient
+// computed in rows is copied back into the view's layout.
 #include "core/nn_math.h"
 #include "cuda/kernels.h"
 #include "cuda/nn_common.cuh"
@@ -94,12 +96,21 @@ __global__ void cross_entropy_backward_kernel(Rows R, const acc_t<T>* grad, cons
   }
 }
 
+// The logits as contiguous rows [M, C] (a copy of a class-strided view).
+Tensor as_row_logits(const Tensor& logits) {
+  if (logits.is_contiguous()) return logits;
+  Tensor rows = make_tensor(logits.sizes(), logits.dtype(), logits.device());
+  copy_same_device(logits, rows);
+  return rows;
+}
+
 }  // namespace
 
-void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& weight, int64_t ignore_index,
+void cross_entropy(const Tensor& logits_in, const Tensor& target, const Tensor& weight, int64_t ignore_index,
                    double label_smoothing, const Tensor& loss, const Tensor& lse) {
-  const int64_t C = logits.size(-1), M = target.numel();
+  const int64_t C = logits_in.size(-1), M = target.numel();
   if (M == 0) return;
+  const Tensor logits = as_row_logits(logits_in);
   const int dev = logits.device().index;
   DeviceGuard guard(dev);
   const cudaStream_t stream = current_stream(dev);
@@ -113,11 +124,15 @@ void cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& wei
   });
 }
 
-void cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target, const Tensor& weight,
+void cross_entropy_backward(const Tensor& grad, const Tensor& logits_in, const Tensor& target, const Tensor& weight,
                             const Tensor& /*lse*/, int64_t ignore_index, double label_smoothing,
-                            const Tensor& glogits) {
-  const int64_t C = logits.size(-1), M = target.numel();
+                            const Tensor& glogits_out) {
+  const int64_t C = logits_in.size(-1), M = target.numel();
   if (M * C == 0) return;
+  const Tensor logits = as_row_logits(logits_in);
+  const Tensor glogits = glogits_out.is_contiguous()
+                             ? glogits_out
+                             : make_tensor(glogits_out.sizes(), glogits_out.dtype(), glogits_out.device());
   const int dev = logits.device().index;
   DeviceGuard guard(dev);
   const cudaStream_t stream = current_stream(dev);
@@ -135,6 +150,7 @@ void cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tens
         nn::opt_ptr<A>(wsum), ignore_index, A(label_smoothing), dptr<T>(glogits), M, C);
     MT_CUDA_CHECK_LAUNCH();
   });
+  if (!glogits.is_same(glogits_out)) copy_same_device(glogits, glogits_out);
 }
 
 }  // namespace mantissa::cuda

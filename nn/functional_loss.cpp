@@ -59,6 +59,16 @@ Tensor as_rows(const Tensor& x, int64_t C) {
   return x.permute(perm).reshape({-1, C});
 }
 
+// Logits [N, C, d...] for the cross_entropy kernel without a copy: the class-strided view
+// [N, S, C] of their storage (S the positions d...; a non-contiguous input copied first), or
+// rows [M, C] for an [N, C] or [C] input.
+Tensor kernel_logits(const Tensor& x, int64_t C) {
+  if (x.dim() <= 2) return launch::contiguous(x.reshape({-1, C}));
+  int64_t S = 1;
+  for (int64_t d = 2; d < x.dim(); ++d) S *= x.size(d);
+  return launch::contiguous(x).reshape({x.size(0), C, S}).transpose(1, 2);
+}
+
 // The inverse of as_rows for a gradient [M, C].
 Tensor from_rows(const Tensor& rows, const Shape& x_shape) {
   if (x_shape.size() <= 2) return rows.reshape(x_shape);
@@ -92,7 +102,7 @@ Tensor cross_entropy(const Tensor& input0, const Tensor& target, const CrossEntr
   Tensor logits, tgt, wA = plain(weight, A);
   {
     NoGradGuard guard;
-    logits = launch::contiguous(as_rows(x, C));
+    logits = kernel_logits(x, C);
     tgt = launch::contiguous(launch::cast(target, DType::Int64)).reshape({-1});
   }
   launch::check_index_range("cross_entropy", "target", tgt, C, &o.ignore_index, std::to_string(C) + " classes");
@@ -137,10 +147,13 @@ Tensor cross_entropy(const Tensor& input0, const Tensor& target, const CrossEntr
             return Grads{from_rows(rows, x.sizes()).to(x.dtype())};
           }
           Tensor logits = slogits.unpack();
-          Tensor glog = make_tensor({M, C}, logits.dtype(), logits.device());
+          // The gradient in x's own layout: [N, C, S] filled through the logits' view of it.
+          Tensor gx = make_tensor(x.dim() <= 2 ? logits.sizes() : Shape{x.size(0), C, logits.size(1)}, logits.dtype(),
+                                  logits.device());
+          Tensor glog = x.dim() <= 2 ? gx : gx.transpose(1, 2);
           kernel(logits, "cross_entropy", &NnKernels::cross_entropy_backward)(launch::contiguous(grow), logits, tgt, wA,
                                                                               lse, o.ignore_index, s, glog);
-          return Grads{from_rows(glog, x.sizes())};
+          return Grads{gx.reshape(x.sizes())};
         });
   }
   return y;

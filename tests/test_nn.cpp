@@ -448,6 +448,99 @@ TEST(Layers, HalfAndBFloat16KernelsMatchFloat) {
   }
 }
 
+// cross_entropy over [N, C, d...] reads the logits where they lie (class stride S, blocks of 64
+// positions vectorized across them); it must equal the rows kernel on the same logits moved to
+// [N S, C]: losses and gradients, with class weights, label smoothing, ignored targets and a NaN
+// logit (its position's loss and gradient NaN, an ignored position's gradient 0 beside one),
+// positions fewer than, equal to and beyond a block, and a non-contiguous input.
+TEST(Losses, CrossEntropyOverTheClassDimEqualsRows) {
+  mt::manual_seed(12);
+  struct Case {
+    mt::Shape shape;
+    bool options;
+  };
+  const std::vector<Case> cases = {{{2, 5, 70}, false}, {{3, 4, 8, 9}, true}, {{1, 21, 1, 1}, true},
+                                   {{2, 3, 130}, true}, {{2, 6, 64}, false},  {{4, 2, 3}, true}};
+  for (mt::DType dt : {mt::kFloat64, mt::kFloat32, mt::kBFloat16}) {
+    for (const Case& c : cases) {
+      for (bool with_nan : {false, true}) {
+        int64_t numel = 1;
+        for (int64_t d : c.shape) numel *= d;
+        const int64_t N = c.shape[0], C = c.shape[1], M = numel / C;
+        mt::Shape tshape{N};
+        tshape.insert(tshape.end(), c.shape.begin() + 2, c.shape.end());
+        mt::Tensor x0 = (mt::randn(c.shape) * 3.0).to(dt);
+        mt::Tensor t = mt::randint(0, C, tshape);
+        std::vector<int64_t> tv = t.to_vector<int64_t>();
+        if (M > 1) tv[1] = 1;  // ignored with the options
+        if (with_nan) {
+          tv[M - 1] = 0;         // the last position: a NaN logit
+          if (M > 1) tv[0] = 1;  // position 0: a NaN logit, its target ignored with the options
+        }
+        t = mt::from_vector<int64_t>(tv, tshape, {.dtype = mt::kInt64});
+        if (with_nan) {
+          std::vector<double> xv = x0.to(mt::kFloat64).to_vector<double>();
+          xv[0] = NAN;                       // (n 0, class 0, position 0)
+          xv[size_t(x0.numel() - 1)] = NAN;  // (n N-1, class C-1, the last position)
+          x0 = mt::from_vector<double>(xv, c.shape, {.dtype = mt::kFloat64}).to(dt);
+        }
+        F::CrossEntropyOptions o;
+        if (c.options) {
+          o.weight = (mt::rand({C}) + 0.5).to(mt::kFloat32);
+          o.label_smoothing = 0.2;
+          o.ignore_index = 1;
+        }
+        o.reduction = mt::nn::Reduction::None;
+        const std::string what = std::string(mt::dtype_name(dt)) + " " + mt::shape_str(c.shape) +
+                                 (c.options ? " weighted, smoothed, ignoring 1" : "") + (with_nan ? " with NaN" : "");
+        // The class-strided kernel (x0 itself, and a non-contiguous view of the same values).
+        mt::Tensor xs = x0.clone().requires_grad_(true);
+        mt::Tensor ys = F::cross_entropy(xs, t, o);
+        mt::Tensor gy = mt::randn(tshape).to(ys.dtype());
+        ys.backward(gy);
+        mt::Tensor xt = mt::cat({x0, x0}, 1).narrow(1, C, C).requires_grad_(true);
+        ASSERT_TRUE(N == 1 || !xt.is_contiguous());
+        mt::Tensor yt = F::cross_entropy(xt, t, o);
+        yt.backward(gy);
+        // The rows kernel: [N, C, S] -> [N S, C].
+        mt::Tensor rows = x0.reshape({N, C, M / N}).transpose(1, 2).contiguous().reshape({M, C}).requires_grad_(true);
+        mt::Tensor yr = F::cross_entropy(rows, t.reshape({M}), o);
+        yr.backward(gy.reshape({M}));
+        mt::Tensor gr = rows.grad().reshape({N, M / N, C}).transpose(1, 2).reshape(c.shape);
+        const double tol = dt == mt::kFloat64 ? 1e-12 : 2e-6;
+        const double gtol = dt == mt::kBFloat16 ? 8e-3 : tol;  // one bf16 rounding of a gradient
+        auto same = [&](const mt::Tensor& got, const mt::Tensor& want, double tl, const std::string& name) {
+          std::vector<double> a = got.to(mt::kFloat64).to_vector<double>(),
+                              b = want.to(mt::kFloat64).to_vector<double>();
+          ASSERT_EQ(a.size(), b.size()) << what << " " << name;
+          for (size_t i = 0; i < a.size(); ++i) {
+            if (std::isnan(b[i])) {
+              ASSERT_TRUE(std::isnan(a[i])) << what << " " << name << " element " << i;
+              continue;
+            }
+            ASSERT_NEAR(a[i], b[i], tl * (1 + std::fabs(b[i]))) << what << " " << name << " element " << i;
+          }
+        };
+        same(ys.reshape({M}), yr, tol, "loss");
+        same(yt.reshape({M}), yr, tol, "loss (non-contiguous input)");
+        same(xs.grad(), gr, gtol, "gradient");
+        same(xt.grad(), gr, gtol, "gradient (non-contiguous input)");
+        if (with_nan) {
+          EXPECT_TRUE(std::isnan(ys.reshape({M}).to_vector<double>()[size_t(M - 1)])) << what;
+          const std::vector<double> g0 =
+              xs.grad().reshape({N, C, M / N}).select(0, 0).select(1, 0).to(mt::kFloat64).to_vector<double>();
+          for (int64_t k = 0; k < C; ++k) {
+            if (c.options && M > 1)  // position 0 is ignored: a gradient of 0 beside its NaN
+              EXPECT_EQ(g0[size_t(k)], 0.0) << what << " class " << k;
+            else
+              EXPECT_TRUE(std::isnan(g0[size_t(k)])) << what << " class " << k;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Init, DefaultInitMatchesPyTorch) {
   mt::manual_seed(7);
   // Linear: kaiming_uniform(a = sqrt(5)) gives U(-1/sqrt(fan_in), 1/sqrt(fan_in)), as does the bias.
