@@ -136,8 +136,9 @@ void cross_entropy_backward_class_strided(const LogitsLayout& d, const A* G, con
     for (int64_t j = 0; j < len; ++j) {
       const int64_t tj = t[r0 + j];
       const bool ignored = tj == ignore_index;
-      const math::CrossEntropyGradCoefs<A> k = math::cross_entropy_grad_coefs(w && !ignored ? w[tj] : A(1), s, A(C), wsum);
-      tc[j] = A(tj);         // exact: C < 2^24 (a class index as float)
+      const math::CrossEntropyGradCoefs<A> k =
+          math::cross_entropy_grad_coefs(w && !ignored ? w[tj] : A(1), s, A(C), wsum);
+      tc[j] = A(tj);          // exact: C < 2^24 (a class index as float)
       counted[j] = !ignored;  // an ignored position's gradient is 0, even beside a NaN logit
       g[j] = G[r0 + j];
       a[j] = k.a;
