@@ -45,6 +45,8 @@ LogitsLayout logits_layout(const Tensor& t) {
   MT_CHECK(t.dim() == 3 && t.stride(1) == 1 && t.stride(2) == t.size(1) && t.stride(0) == t.size(1) * t.size(2),
            "cross_entropy", "internal: logits must be contiguous rows or a class-strided [N, S, C] view, got ",
            shape_str(t.sizes()), " with strides ", shape_str(t.strides()));
+  MT_CHECK(t.size(2) <= std::numeric_limits<int32_t>::max(), "cross_entropy", "more than 2^31 - 1 classes (", t.size(2),
+           ") in an [N, C, d...] input");
   return {t.size(0), t.size(1), t.size(2), true};
 }
 
@@ -127,10 +129,10 @@ void cross_entropy_backward_class_strided(const LogitsLayout& d, const A* G, con
     const int64_t off = n * C * S + s0, r0 = n * S + s0;
     const T* x = X + off;
     T* gx = GX + off;
-    // Per position: the target class and whether the position counts, as A (int64 and bool
-    // lanes kept GCC 12 from vectorizing the class loop: 6.5 ns per element).
-    A mx[kPositions], ls[kPositions], g[kPositions], a[kPositions], target_term[kPositions], tc[kPositions],
-        counted[kPositions];
+    // Per position: the target class (int32) and whether the position counts (as A): int64 and
+    // bool lanes kept GCC 12 from vectorizing the class loop (6.5 ns per element).
+    A mx[kPositions], ls[kPositions], g[kPositions], a[kPositions], target_term[kPositions], counted[kPositions];
+    int32_t tc[kPositions];
     position_shifts<A>(x, C, S, len, mx, ls);
     A smooth = 0;
     for (int64_t j = 0; j < len; ++j) {
@@ -138,7 +140,7 @@ void cross_entropy_backward_class_strided(const LogitsLayout& d, const A* G, con
       const bool ignored = tj == ignore_index;
       const math::CrossEntropyGradCoefs<A> k =
           math::cross_entropy_grad_coefs(w && !ignored ? w[tj] : A(1), s, A(C), wsum);
-      tc[j] = A(tj);          // exact: C < 2^24 (a class index as float)
+      tc[j] = int32_t(tj);    // a class index (C < 2^31: checked by the caller)
       counted[j] = !ignored;  // an ignored position's gradient is 0, even beside a NaN logit
       g[j] = G[r0 + j];
       a[j] = k.a;
@@ -152,7 +154,7 @@ void cross_entropy_backward_class_strided(const LogitsLayout& d, const A* G, con
 #pragma omp simd
       for (int64_t j = 0; j < len; ++j) {
         const A p = math::exp_shifted_acc((load_acc<A>(xc, j) - mx[j]) - ls[j]);
-        const A v = g[j] * math::cross_entropy_grad(p, A(c) == tc[j], a[j], target_term[j], sc);
+        const A v = g[j] * math::cross_entropy_grad(p, int32_t(c) == tc[j], a[j], target_term[j], sc);
         store_acc(gc, j, counted[j] != A(0) ? v : A(0));
       }
     }
