@@ -26,6 +26,10 @@ struct GraphTask {
   std::unordered_map<Node*, int> consumers;   // edges into each node not yet executed
   std::unordered_map<Node*, size_t> capture;  // autograd::grad inputs: node -> index
   std::vector<Tensor> captured;
+  // With captures: the nodes from which a captured one is reachable (captured ones included).
+  // No other node runs, and no node computes a gradient for an edge into another (a GAN's
+  // gradient penalty asks for the input's gradient only: the weights' products are skipped).
+  std::unordered_set<Node*> needed;
   // Nodes whose gradient so far is a cast's narrow one (Node::defers_widening_to): the dtype
   // it stands for.
   std::unordered_map<Node*, DType> narrow;
@@ -113,6 +117,26 @@ void capture_inputs(GraphTask& task, const std::vector<Tensor>& inputs) {
   }
 }
 
+// task.needed, by a post-order walk from the roots (iterative: a graph may be 100k nodes deep).
+void mark_needed(GraphTask& task) {
+  std::unordered_set<Node*> seen;
+  std::vector<std::pair<Node*, size_t>> stack;  // a node and the next of its edges to visit
+  for (auto& r : task.roots)
+    if (seen.insert(r.get()).second) stack.emplace_back(r.get(), 0);
+  while (!stack.empty()) {
+    auto& [n, i] = stack.back();
+    if (i < n->next.size()) {
+      Node* child = n->next[i++].get();
+      if (child && seen.insert(child).second) stack.emplace_back(child, 0);
+      continue;
+    }
+    bool needed = task.capture.contains(n);
+    for (auto& nx : n->next) needed = needed || (nx && task.needed.contains(nx.get()));
+    if (needed) task.needed.insert(n);
+    stack.pop_back();
+  }
+}
+
 void count_consumers(GraphTask& task) {
   std::unordered_set<Node*> seen;
   std::vector<Node*> stack;
@@ -140,15 +164,25 @@ void execute(GraphTask& task, bool retain_graph, bool create_graph) {
   for (auto& n : task.roots)
     if (task.consumers[n.get()] == 0) ready.push(n);
   const bool capturing = !task.capture.empty();
+  NeededNodesScope needed_scope(capturing ? &task.needed : nullptr);
   while (!ready.empty()) {
     std::shared_ptr<Node> node = ready.top();
     ready.pop();
     Tensor g = task.take_gradient(node.get());
-    // autograd::grad returns leaf gradients instead of accumulating them into .grad.
-    const bool apply = !(capturing && dynamic_cast<AccumulateGrad*>(node.get()) != nullptr);
-    std::vector<Tensor> grads = node->call(g, create_graph, apply);
+    std::vector<Tensor> grads;
+    if (!capturing || task.needed.contains(node.get())) {
+      // autograd::grad returns leaf gradients instead of accumulating them into .grad; a
+      // captured node whose inputs lead to no other capture runs its hooks only.
+      bool apply = !(capturing && dynamic_cast<AccumulateGrad*>(node.get()) != nullptr);
+      if (capturing) {
+        bool any_edge = false;
+        for (auto& nx : node->next) any_edge = any_edge || (nx && task.needed.contains(nx.get()));
+        apply = apply && any_edge;
+      }
+      grads = node->call(g, create_graph, apply);
+      if (!retain_graph) node->release();  // (a node that did not run keeps what it saved)
+    }
     if (auto cap = task.capture.find(node.get()); cap != task.capture.end()) task.captured[cap->second] = g;
-    if (!retain_graph) node->release();
     for (size_t i = 0; i < node->next.size(); ++i) {
       Node* nx = node->next[i].get();
       if (!nx) continue;
@@ -197,6 +231,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
   seed_roots(task, roots, seeds);
   capture_inputs(task, inputs);
   count_consumers(task);
+  if (!task.capture.empty()) mark_needed(task);
   {
     struct RestoreGradMode {
       bool prev = GradMode::is_enabled();

@@ -17,7 +17,11 @@ namespace {
 std::atomic<uint64_t> g_sequence{0};
 thread_local Node* t_current_node = nullptr;
 thread_local FoundInfSink* t_sink = nullptr;
+thread_local const std::unordered_set<Node*>* t_needed = nullptr;  // NeededNodesScope
 }  // namespace
+
+NeededNodesScope::NeededNodesScope(const std::unordered_set<Node*>* needed) : previous_(t_needed) { t_needed = needed; }
+NeededNodesScope::~NeededNodesScope() { t_needed = previous_; }
 
 Node::Node() : sequence(g_sequence++) {}
 
@@ -84,7 +88,8 @@ std::vector<Tensor> FunctionNode::apply(const Tensor& grad_output) {
            "trying to backward through the graph a second time (or to read saved tensors after they were freed); "
            "pass retain_graph=true to the first backward");
   std::vector<bool> needs(next.size());
-  for (size_t i = 0; i < next.size(); ++i) needs[i] = next[i] != nullptr;
+  for (size_t i = 0; i < next.size(); ++i)
+    needs[i] = next[i] != nullptr && (!t_needed || t_needed->contains(next[i].get()));
   return fn_(grad_output, needs);
 }
 

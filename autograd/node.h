@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "autograd/grad_mode.h"
@@ -47,6 +48,20 @@ struct Node : std::enable_shared_from_this<Node> {
   // in this window of the input's gradient, together with the other windows of the same input
   // that reach it (sum_windows), or alone into zeros when a graph of the backward is built.
   std::shared_ptr<const ViewWindow> grad_window;
+};
+
+// While it lives, on this thread, FunctionNode::apply asks only for the gradients of edges into
+// `needed` (the engine's set for autograd::grad: the nodes that lead to a requested input);
+// null: every edge with a node. Restores the previous set (a backward run inside a hook).
+class NeededNodesScope {
+ public:
+  explicit NeededNodesScope(const std::unordered_set<Node*>* needed);
+  ~NeededNodesScope();
+  NeededNodesScope(const NeededNodesScope&) = delete;
+  NeededNodesScope& operator=(const NeededNodesScope&) = delete;
+
+ private:
+  const std::unordered_set<Node*>* previous_;
 };
 
 // The node that gradients for `t` flow into: its grad_fn, or a leaf's accumulator.

@@ -172,6 +172,44 @@ TEST(CustomFunction, NeedsInputGradAndConstantInputs) {
   }
 }
 
+// autograd::grad asks a node only for the gradients that lead to a requested input (a GAN's
+// gradient penalty asks for the input's, not the weights'), and runs no node that leads to
+// none (its hooks included), as PyTorch; backward still asks for every gradient.
+TEST(CustomFunction, GradAsksOnlyForGradientsThatReachItsInputs) {
+  mt::Tensor a = leaf({1, 2}), b = leaf({3, 4}), c = leaf({5, 6});
+  int c_branch_hooks = 0;
+  mt::Tensor cw = c * 2.0;  // a branch that reaches only c
+  cw.register_hook([&](const mt::Tensor&) {
+    ++c_branch_hooks;
+    return mt::Tensor();
+  });
+  mt::Tensor y = MulAdd::apply(a, b, 0).sum() + cw.sum();
+  MulAdd::last_needs.clear();
+  auto g = mt::autograd::grad({y}, {a}, {}, /*retain_graph=*/true);
+  EXPECT_EQ(MulAdd::last_needs, (std::vector<bool>{true, false}));
+  EXPECT_EQ(g[0].to_vector<double>(), (std::vector<double>{3, 4}));
+  EXPECT_EQ(c_branch_hooks, 0);
+  g = mt::autograd::grad({y}, {b, c}, {}, /*retain_graph=*/true);
+  EXPECT_EQ(MulAdd::last_needs, (std::vector<bool>{false, true}));
+  EXPECT_EQ(g[0].to_vector<double>(), (std::vector<double>{1, 2}));
+  EXPECT_EQ(g[1].to_vector<double>(), (std::vector<double>{2, 2}));
+  EXPECT_EQ(c_branch_hooks, 1);
+  // The nodes autograd::grad skipped kept what they saved: a full backward still runs.
+  y.backward();
+  EXPECT_EQ(MulAdd::last_needs, (std::vector<bool>{true, true}));
+  EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{3, 4}));
+  EXPECT_EQ(b.grad().to_vector<double>(), (std::vector<double>{1, 2}));
+  EXPECT_EQ(c.grad().to_vector<double>(), (std::vector<double>{2, 2}));
+  EXPECT_EQ(c_branch_hooks, 2);
+  // A gradient of an intermediate: nothing behind it runs.
+  mt::Tensor h = MulAdd::apply(a, b, 0);
+  mt::Tensor z = (h * h).sum();
+  MulAdd::last_needs.clear();
+  auto gh = mt::autograd::grad({z}, {h});
+  EXPECT_TRUE(MulAdd::last_needs.empty());
+  EXPECT_EQ(gh[0].to_vector<double>(), (std::vector<double>{6, 16}));
+}
+
 TEST(CustomFunction, SavedOutputAndDoubleBackward) {
   mt::Tensor x = leaf({0.5, -1});
   mt::Tensor y = MyExp::apply(x);
