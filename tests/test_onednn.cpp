@@ -105,6 +105,34 @@ TEST(OneDnn, MatmulBiasRoundsOnce) {
   EXPECT_EQ(out.to_vector<float>()[0], 256.0f);
 }
 
+// An operand that repeats a row or a column (stride 0 inside its matrices: a gradient expanded
+// from a sum) is materialized before the GEMM (oneDNN ran its reference kernel on it, 300x
+// slower): the product equals the dense operand's bit for bit, in every dtype and batch form.
+TEST(OneDnn, MatmulOfABroadcastOperandEqualsTheDenseOne) {
+  mt::manual_seed(31);
+  for (mt::DType dt : {mt::kFloat32, mt::kFloat64, mt::kBFloat16, mt::kHalf}) {
+    const Tensor col = input({256, 1}, dt), row = input({1, 64}, dt), w = input({64, 48}, dt);
+    const Tensor r1 = input({1, 48}, dt), one = input({1, 1}, dt);
+    struct Case {
+      const char* name;
+      Tensor a, b;
+    };
+    const std::vector<Case> cases = {
+        {"ones [256, 1] expanded x [1, 48]", one.expand({256, 1}), r1},
+        {"a column expanded along K x [64, 48]", col.expand({256, 64}), w},
+        {"a row expanded along M x [64, 48]", row.expand({256, 64}), w},
+        {"[64, 48] x a column expanded along N", w.t(), input({64, 1}, dt).expand({64, 32})},
+        {"batched: [4, 256, 64] rows expanded x [64, 48]", row.expand({4, 256, 64}), w},
+    };
+    for (const Case& c : cases) {
+      const std::string what = std::string(mt::dtype_name(dt)) + " " + c.name;
+      const Tensor got = mt::matmul(c.a, c.b), want = mt::matmul(c.a.contiguous(), c.b.contiguous());
+      ASSERT_EQ(got.sizes(), want.sizes()) << what;
+      EXPECT_EQ(got.to(mt::kFloat64).to_vector<double>(), want.to(mt::kFloat64).to_vector<double>()) << what;
+    }
+  }
+}
+
 struct ConvCase {
   const char* name;
   mt::Shape x, w;
