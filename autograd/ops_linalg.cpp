@@ -52,6 +52,14 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
   Shape batch_a(a.sizes().begin(), a.sizes().end() - 2), batch_b(b.sizes().begin(), b.sizes().end() - 2);
   Shape batch = broadcast_shapes(batch_a, batch_b, "matmul");
   int64_t B = shape_numel(batch);
+  Shape out = batch;
+  if (!a1) out.push_back(M);
+  if (!b1) out.push_back(N);
+  // A batched left operand against one matrix ([B..., M, K] @ [K, N]: a projection written with
+  // matmul) is one GEMM of [B M, K] @ [K, N], as in torch: run batched with the matrix broadcast,
+  // its gradient had been B small products rounded to the dtype and then summed (bf16
+  // [8, 8, 256, 64] @ [64, 64] forward + backward: 1.19x PyTorch's time).
+  if (batch_b.empty() && !batch_a.empty()) return bmm3(a.reshape({1, B * M, K}), b.unsqueeze(0)).reshape(out);
   Tensor a3, b3;
   if (batch_a.empty() && !batch.empty() && a.is_contiguous() == false) a = a.contiguous();
   // Both operands are expanded to the common batch (a copy where one is shared) and run as one
@@ -61,11 +69,7 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
   full_b.push_back(K), full_b.push_back(N);
   a3 = a.expand(full_a).reshape({B, M, K});
   b3 = b.expand(full_b).reshape({B, K, N});
-  Tensor y = bmm3(a3, b3);
-  Shape out = batch;
-  if (!a1) out.push_back(M);
-  if (!b1) out.push_back(N);
-  return y.reshape(out);
+  return bmm3(a3, b3).reshape(out);
 }
 
 }  // namespace mantissa

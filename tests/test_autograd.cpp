@@ -450,6 +450,34 @@ TEST(Autograd, MixedDtypeGradientsHaveTheLeafDtype) {
   EXPECT_EQ(h.grad().to_vector<float>(), (std::vector<float>{3, 3}));
 }
 
+// [B..., M, K] @ [K, N] runs as one GEMM of [B M, K] @ [K, N] (as torch): the matrix's bf16
+// gradient is one fp32-accumulated product over all B M rows, rounded once, within one bf16
+// step of float64 (run batched, it was B products each rounded to bf16 and then summed: here
+// 23 steps away at worst); values and input gradients as the float64 product.
+TEST(Autograd, MatmulOfABatchAgainstAMatrixRoundsTheMatrixGradientOnce) {
+  mt::manual_seed(17);
+  const mt::Tensor a64 = mt::randn({4, 3, 50, 16}, {.dtype = mt::kFloat64}).to(mt::kBFloat16).to(mt::kFloat64);
+  const mt::Tensor w64 = mt::randn({16, 8}, {.dtype = mt::kFloat64}).to(mt::kBFloat16).to(mt::kFloat64);
+  const mt::Tensor g64 = mt::randn({4, 3, 50, 8}, {.dtype = mt::kFloat64}).to(mt::kBFloat16).to(mt::kFloat64);
+  mt::Tensor a = a64.to(mt::kBFloat16).requires_grad_(true), w = w64.to(mt::kBFloat16).requires_grad_(true);
+  mt::Tensor y = mt::matmul(a, w);
+  ASSERT_EQ(y.sizes(), (mt::Shape{4, 3, 50, 8}));
+  y.backward(g64.to(mt::kBFloat16));
+  const mt::Tensor y_ref = mt::matmul(a64.reshape({600, 16}), w64).reshape({4, 3, 50, 8});
+  const mt::Tensor gw_ref = mt::matmul(a64.reshape({600, 16}).t(), g64.reshape({600, 8}));
+  const mt::Tensor ga_ref = mt::matmul(g64, w64.t());
+  auto steps = [](const mt::Tensor& got, const mt::Tensor& want) {
+    const std::vector<float> g = got.to(mt::kFloat32).to_vector<float>();
+    const std::vector<float> r = want.to(mt::kBFloat16).to(mt::kFloat32).to_vector<float>();
+    int64_t worst = 0;
+    for (size_t i = 0; i < g.size(); ++i) worst = std::max(worst, mt::test::bf16_steps(g[i], r[i]));
+    return worst;
+  };
+  EXPECT_LE(steps(y, y_ref), 1);
+  EXPECT_LE(steps(w.grad(), gw_ref), 1);
+  EXPECT_LE(steps(a.grad(), ga_ref), 1);
+}
+
 TEST(Autograd, LongChainDoesNotOverflowTheStack) {
   constexpr int kDepth = 10000;
   mt::Tensor x = leaf({1});
