@@ -129,7 +129,8 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
 Node* current_node();
 
 // Gradients of `outputs` w.r.t. `inputs` (torch.autograd.grad). Unreached inputs get
-// undefined tensors unless allow_unused is false, which throws.
+// undefined tensors unless allow_unused is false, which throws. As in torch, only the nodes on
+// a path to an input run (hooks of the others do not), each asked only for those gradients.
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
                          bool create_graph = false, bool allow_unused = false);

@@ -541,6 +541,64 @@ TEST(Losses, CrossEntropyOverTheClassDimEqualsRows) {
   }
 }
 
+// batch_norm's kernels walk a sample's row of C S elements whole when channel runs are short
+// (S < 32: BatchNorm1d's [N, C], sequences of a few steps) and per (sample, channel) run
+// otherwise; both must equal the same norm composed in float64 (outputs, input, weight and
+// bias gradients; training and eval), keep a NaN in its channel, and round bf16 once.
+TEST(Layers, BatchNormShortAndLongChannelRunsMatchFloat64) {
+  mt::manual_seed(21);
+  for (int64_t S : {1, 5, 31, 32, 70}) {
+    for (mt::DType dt : {mt::kFloat32, mt::kBFloat16}) {
+      for (bool training : {true, false}) {
+        const int64_t N = 6, C = 5;
+        const mt::Shape shape = S == 1 ? mt::Shape{N, C} : mt::Shape{N, C, S};
+        const mt::Shape ch = S == 1 ? mt::Shape{1, C} : mt::Shape{1, C, 1};
+        const mt::Tensor x64 = (mt::randn(shape, {.dtype = mt::kFloat64}) * 2.0 + 3.0).to(dt).to(mt::kFloat64);
+        const mt::Tensor g64 = mt::randn(shape, {.dtype = mt::kFloat64}).to(dt).to(mt::kFloat64);
+        const mt::Tensor w64 = mt::rand({C}, {.dtype = mt::kFloat64}) + 0.5,
+                         b64 = mt::randn({C}, {.dtype = mt::kFloat64});
+        const mt::Tensor rm = mt::randn({C}), rv = mt::rand({C}) + 0.5;
+        const std::string what =
+            std::string(mt::dtype_name(dt)) + " S " + std::to_string(S) + (training ? " training" : " eval");
+        // Float64 composition (biased variance in training; the running statistics in eval).
+        mt::Tensor xr = x64.clone().requires_grad_(true), wr = w64.clone().requires_grad_(true),
+                   br = b64.clone().requires_grad_(true);
+        const mt::Shape dims = S == 1 ? mt::Shape{0} : mt::Shape{0, 2};
+        mt::Tensor m = training ? mt::mean(xr, dims, true) : rm.to(mt::kFloat64).reshape(ch);
+        mt::Tensor v = training ? mt::var(xr, dims, 0, true) : rv.to(mt::kFloat64).reshape(ch);
+        mt::Tensor yr = (xr - m) / mt::sqrt(v + 1e-5) * wr.reshape(ch) + br.reshape(ch);
+        yr.backward(g64);
+        // The kernel.
+        mt::Tensor x = x64.to(dt).requires_grad_(true), w = w64.to(mt::kFloat32).requires_grad_(true),
+                   b = b64.to(mt::kFloat32).requires_grad_(true);
+        mt::Tensor rmk = rm.clone(), rvk = rv.clone();
+        mt::Tensor y = F::batch_norm(x, rmk, rvk, w, b, training, 0.1, 1e-5);
+        ASSERT_EQ(y.dtype(), dt) << what;
+        y.backward(g64.to(dt));
+        const double tol = dt == mt::kBFloat16 ? 1.0 / 64 : 2e-5;
+        auto close = [&](const mt::Tensor& got, const mt::Tensor& want, double scale, const std::string& name) {
+          const std::vector<double> a = got.to(mt::kFloat64).to_vector<double>(), r = want.to_vector<double>();
+          ASSERT_EQ(a.size(), r.size()) << what << " " << name;
+          for (size_t i = 0; i < a.size(); ++i)
+            ASSERT_NEAR(a[i], r[i], tol * (std::fabs(r[i]) + scale)) << what << " " << name << " element " << i;
+        };
+        close(y, yr, 1, "y");
+        close(x.grad(), xr.grad(), 1, "gx");
+        close(w.grad(), wr.grad(), double(N * S), "gw");  // sums of N S terms
+        close(b.grad(), br.grad(), double(N * S), "gb");
+      }
+    }
+    // A NaN stays in its channel.
+    mt::Tensor xn = mt::randn(S == 1 ? mt::Shape{6, 5} : mt::Shape{6, 5, S});
+    std::vector<float> v = xn.to_vector<float>();
+    v[size_t(S)] = NAN;  // sample 0, channel 1
+    xn = mt::from_vector<float>(v, xn.sizes());
+    const std::vector<float> yn = F::batch_norm(xn, {}, {}, {}, {}, true).to_vector<float>();
+    for (size_t i = 0; i < yn.size(); ++i)
+      EXPECT_EQ(std::isnan(yn[i]), int64_t(i) / S % 5 == 1) << "S " << S << " element " << i;
+  }
+}
+
 TEST(Init, DefaultInitMatchesPyTorch) {
   mt::manual_seed(7);
   // Linear: kaiming_uniform(a = sqrt(5)) gives U(-1/sqrt(fan_in), 1/sqrt(fan_in)), as does the bias.

@@ -109,14 +109,12 @@ Tensor widened(const Tensor& t) {
   return transposed ? swap_last_two(w) : w;
 }
 
-}  // namespace
-
-namespace {
 // Whether t [B, R, C] repeats a row or a column (a stride 0 along a dim longer than 1): a
 // gradient expanded from a sum, [256, 1] with strides (0, 1).
 bool broadcast_inside_matrices(const Tensor& t) {
   return (t.size(1) > 1 && t.stride(1) == 0) || (t.size(2) > 1 && t.stride(2) == 0);
 }
+
 }  // namespace
 
 void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {

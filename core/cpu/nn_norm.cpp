@@ -6,6 +6,7 @@
 // reductions stay accurate.
 // bf16 is read and written through its bits (load_acc/store_acc): through Eigen's struct the
 // row loops stayed scalar (a bf16 layer norm ran at a third of the fp32 one's bytes per second).
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <utility>
@@ -456,6 +457,43 @@ void group_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
   });
 }
 
+namespace {
+
+// Batch norm over [N, C, S] with short channel runs (S < kShortRun; BatchNorm1d's [N, C] has
+// S = 1) walks each sample's row of L = C S elements whole: per column (c, s) sums in double,
+// the columns in blocks of whole channels over the pool, then per channel; the elementwise
+// passes row by row with per-column constants. Per (sample, channel) run the general loops
+// paid a call and a strided walk per element: [4096, 256] fwd + bwd 60 ms, PyTorch's 2.6.
+constexpr int64_t kShortRun = 32;
+
+// Runs body(l0, l1) over blocks of the L = C S columns, each whole channels (about 64 columns).
+template <typename F>
+void for_channel_blocks(int64_t N, int64_t C, int64_t S, F body) {
+  const int64_t per = std::max<int64_t>(1, 64 / S) * S, L = C * S, blocks = (L + per - 1) / per;
+  parallel_for(0, blocks, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(per * N, 1)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t k = b; k < e; ++k) body(k * per, std::min(L, (k + 1) * per));
+               });
+}
+
+// The channel of each of the L = C S columns spread over them: col[l] = v[l / S].
+template <typename A>
+std::vector<A> per_column(const A* v, int64_t C, int64_t S) {
+  std::vector<A> col(size_t(C * S));
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t s = 0; s < S; ++s) col[size_t(c * S + s)] = v[c];
+  return col;
+}
+
+// Per channel of columns [l0, l1): the sum over its S columns of acc[l - l0].
+inline double channel_sum(const double* acc, int64_t S, int64_t c, int64_t l0) {
+  double t = 0;
+  for (int64_t s = 0; s < S; ++s) t += acc[c * S + s - l0];
+  return t;
+}
+
+}  // namespace
+
 void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
   int64_t N, C, S;
   batch_norm_dims(x, N, C, S);
@@ -465,6 +503,33 @@ void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
     A* Mp = mean.data_ptr<A>();
     A* Vp = var.data_ptr<A>();
     const double count = double(N * S);
+    if (S < kShortRun) {
+      const int64_t L = C * S;
+      for_channel_blocks(N, C, S, [&](int64_t l0, int64_t l1) {
+        const int64_t w = l1 - l0;
+        std::vector<double> acc(static_cast<size_t>(w), 0.0), mcol(static_cast<size_t>(w));
+        for (int64_t n = 0; n < N; ++n) {
+          const T* xr = X + n * L + l0;
+#pragma omp simd
+          for (int64_t j = 0; j < w; ++j) acc[size_t(j)] += double(load_acc<A>(xr, j));
+        }
+        for (int64_t c = l0 / S; c < l1 / S; ++c) {
+          Mp[c] = A(channel_sum(acc.data(), S, c, l0) / count);
+          for (int64_t s = 0; s < S; ++s) mcol[size_t(c * S + s - l0)] = double(Mp[c]);
+        }
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t n = 0; n < N; ++n) {
+          const T* xr = X + n * L + l0;
+#pragma omp simd
+          for (int64_t j = 0; j < w; ++j) {
+            const double d = double(load_acc<A>(xr, j)) - mcol[size_t(j)];
+            acc[size_t(j)] += d * d;
+          }
+        }
+        for (int64_t c = l0 / S; c < l1 / S; ++c) Vp[c] = A(channel_sum(acc.data(), S, c, l0) / count);
+      });
+      return;
+    }
     parallel_for(0, C, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(N * S, 1)), [&](int64_t b, int64_t e) {
       for (int64_t c = b; c < e; ++c) {
         double s = 0;
@@ -489,6 +554,19 @@ void batch_norm_apply(const Tensor& x, const Tensor& scale, const Tensor& shift,
     T* Y = y.data_ptr<T>();
     const A* sc = scale.data_ptr<A>();
     const A* sh = shift.data_ptr<A>();
+    if (S < kShortRun) {  // row by row, the channels' scale and shift per column
+      const int64_t L = C * S;
+      const std::vector<A> kc = per_column(sc, C, S), dc = per_column(sh, C, S);
+      parallel_for(0, N, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(L, 1)), [&](int64_t b, int64_t e) {
+        for (int64_t n = b; n < e; ++n) {
+          const T* xr = X + n * L;
+          T* yr = Y + n * L;
+#pragma omp simd
+          for (int64_t l = 0; l < L; ++l) store_acc(yr, l, load_acc<A>(xr, l) * kc[size_t(l)] + dc[size_t(l)]);
+        }
+      });
+      return;
+    }
     parallel_for(0, N * C, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(S, 1)), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const A k = sc[r % C], d = sh[r % C];
@@ -513,6 +591,52 @@ void batch_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, 
     A* GW = opt_data<A>(gw);
     A* GB = opt_data<A>(gb);
     const double count = double(N * S);
+    if (S < kShortRun) {
+      const int64_t L = C * S;
+      // Per channel: mean(g) and mean(g xhat) in terms of g = w gy (0 in eval mode).
+      std::vector<A> mg(static_cast<size_t>(C)), mgx(static_cast<size_t>(C));
+      const std::vector<A> mcol = per_column(Mp, C, S);
+      for_channel_blocks(N, C, S, [&](int64_t l0, int64_t l1) {
+        const int64_t w = l1 - l0;
+        std::vector<double> sg(size_t(w), 0.0), sgx(size_t(w), 0.0);  // sum gy, sum gy (x - mean)
+        for (int64_t n = 0; n < N; ++n) {
+          const T* gr = GY + n * L + l0;
+          const T* xr = X + n * L + l0;
+#pragma omp simd
+          for (int64_t j = 0; j < w; ++j) {
+            const A g = load_acc<A>(gr, j);
+            sg[size_t(j)] += double(g);
+            sgx[size_t(j)] += double(g * (load_acc<A>(xr, j) - mcol[size_t(l0 + j)]));
+          }
+        }
+        for (int64_t c = l0 / S; c < l1 / S; ++c) {
+          const double g_sum = channel_sum(sg.data(), S, c, l0), gx_sum = channel_sum(sgx.data(), S, c, l0);
+          if (GB) GB[c] = A(g_sum);
+          if (GW) GW[c] = A(gx_sum) * Ip[c];
+          mg[size_t(c)] = training ? A(double(Wp[c]) * g_sum / count) : A(0);
+          mgx[size_t(c)] = training ? A(double(Wp[c]) * gx_sum * double(Ip[c]) / count) : A(0);
+        }
+      });
+      if (!GX) return;
+      const std::vector<A> icol = per_column(Ip, C, S), wcol = per_column(Wp, C, S);
+      const std::vector<A> mgcol = per_column(mg.data(), C, S), mgxcol = per_column(mgx.data(), C, S);
+      parallel_for(0, N, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(L, 1)), [&](int64_t b, int64_t e) {
+        for (int64_t n = b; n < e; ++n) {
+          const T* gr = GY + n * L;
+          const T* xr = X + n * L;
+          T* out = GX + n * L;
+#pragma omp simd
+          for (int64_t l = 0; l < L; ++l) {
+            const size_t k = size_t(l);
+            const A is = icol[k];
+            store_acc(out, l,
+                      math::norm_backward(wcol[k] * load_acc<A>(gr, l),
+                                          math::normalize(load_acc<A>(xr, l), mcol[k], is), is, mgcol[k], mgxcol[k]));
+          }
+        }
+      });
+      return;
+    }
     parallel_for(0, C, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(N * S, 1)), [&](int64_t b, int64_t e) {
       for (int64_t c = b; c < e; ++c) {
         const A m = Mp[c], is = Ip[c], wc = Wp[c];
