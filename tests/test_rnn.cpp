@@ -169,11 +169,11 @@ TEST(Rnn, DoubleBackwardThroughTheFusedCells) {
                                           {f64({2, 6}), f64({2, 6}), f64({2, 2})}));
 }
 
-// The fused LSTM cell runs 16 units at a time with vector sigmoid / tanh on AVX-512 (a row's
-// remainder and float64 with the scalar math): h, c' and the gradients of the gates and of c in
-// fp32 and bf16 match the float64 cell (rows of 16 and 37 units: two vectors and a remainder),
-// and a NaN gate stays in its unit.
-TEST(Rnn, VectorLstmCellMatchesFloat64) {
+// The fused LSTM and GRU cells run 16 units at a time with vector sigmoid / tanh on AVX-512 (a
+// row's remainder and float64 with the scalar math): outputs and every gradient in fp32 and bf16
+// match the float64 cells (rows of 16 and 37 units: two vectors and a remainder), and a NaN
+// gate stays in its unit.
+TEST(Rnn, VectorCellsMatchFloat64) {
   mt::manual_seed(9);
   for (int64_t H : {16, 37}) {
     for (mt::DType dt : {mt::kFloat32, mt::kBFloat16}) {
@@ -183,7 +183,9 @@ TEST(Rnn, VectorLstmCellMatchesFloat64) {
       const Tensor c64 = mt::randn({N, H}, {.dtype = mt::kFloat64}).to(dt).to(mt::kFloat64);
       const Tensor sh = mt::randn({N, H}, {.dtype = mt::kFloat64}), sc = mt::randn({N, H}, {.dtype = mt::kFloat64});
       auto run = [&](mt::DType t) {
-        Tensor a = gx64.to(t).requires_grad_(), b = gh64.to(t).requires_grad_(), c = c64.to(t).requires_grad_();
+        // (clone: .to(kFloat64) of a float64 tensor is the tensor itself, shared by both runs)
+        Tensor a = gx64.to(t).clone().requires_grad_(), b = gh64.to(t).clone().requires_grad_(),
+               c = c64.to(t).clone().requires_grad_();
         auto [h, cn] = F::lstm_cell_gates(a, b, c);
         (mt::sum(h.to(mt::kFloat64) * sh) + mt::sum(cn.to(mt::kFloat64) * sc)).backward();
         return std::vector<Tensor>{h, cn, a.grad(), b.grad(), c.grad()};
@@ -196,6 +198,27 @@ TEST(Rnn, VectorLstmCellMatchesFloat64) {
         for (size_t i = 0; i < w.size(); ++i)
           ASSERT_NEAR(g[i], w[i], tol * (1 + std::fabs(w[i])))
               << mt::dtype_name(dt) << " H " << H << " " << names[k] << " element " << i;
+      }
+    }
+    // The GRU cell's vector forward likewise (its backward is scalar in both).
+    for (mt::DType dt : {mt::kFloat32, mt::kBFloat16}) {
+      const Tensor gx64 = (mt::randn({3, 3 * H}, {.dtype = mt::kFloat64}) * 2.0).to(dt).to(mt::kFloat64);
+      const Tensor gh64 = (mt::randn({3, 3 * H}, {.dtype = mt::kFloat64}) * 2.0).to(dt).to(mt::kFloat64);
+      const Tensor h64 = mt::randn({3, H}, {.dtype = mt::kFloat64}).to(dt).to(mt::kFloat64);
+      auto run = [&](mt::DType t) {
+        Tensor a = gx64.to(t).clone().requires_grad_(), b = gh64.to(t).clone().requires_grad_(),
+               h = h64.to(t).clone().requires_grad_();
+        Tensor hn = F::gru_cell_gates(a, b, h);
+        mt::sum(hn.to(mt::kFloat64) * mt::cos(h64)).backward();
+        return std::vector<Tensor>{hn, a.grad(), b.grad(), h.grad()};
+      };
+      const std::vector<Tensor> got = run(dt), want = run(mt::kFloat64);
+      const double tol = dt == mt::kFloat32 ? 1e-5 : 1.0 / 64;
+      for (size_t k = 0; k < got.size(); ++k) {
+        const std::vector<double> g = got[k].to(mt::kFloat64).to_vector<double>(), w = want[k].to_vector<double>();
+        for (size_t i = 0; i < w.size(); ++i)
+          ASSERT_NEAR(g[i], w[i], tol * (1 + std::fabs(w[i])))
+              << "GRU " << mt::dtype_name(dt) << " H " << H << " output " << k << " element " << i;
       }
     }
     // A NaN pre-activation (unit 5's forget gate in row 1) reaches that unit only.
