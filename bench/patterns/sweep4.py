@@ -1,18 +1,7 @@
 # PyTorch twin of sweep4.cpp (same cases, names and sizes); tools/patterns.sh runs both.
 import torch, time, sys, math
 import torch.nn.functional as F
-import os
-torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-torch.manual_seed(0)
-def best(f, reps):
-    f()
-    b=1e30
-    for r in range(5):
-        t=time.perf_counter()
-        for i in range(reps): f()
-        b=min(b,(time.perf_counter()-t)/reps*1e6)
-    return b
-def leaf(*s): return torch.randn(*s).requires_grad_()
+from pattern_common import leaf, run_patterns
 cases=[]
 def add(n,f): cases.append((n,f))
 x=leaf(8,512,256); w=leaf(256)
@@ -68,6 +57,4 @@ add("var_mean_lastdim", lambda: (x.var(-1,keepdim=True)+x.mean(-1,keepdim=True))
 add("norm_all", lambda: cs.norm(2).backward())
 add("expand_mul_sum", lambda: (cs.unsqueeze(0).expand(4,1024,1024)*2.0).sum().backward())
 add("neg_sub_div", lambda: ((cs-1.0)/(-cs+3.0)).sum().backward())
-filt=sys.argv[1] if len(sys.argv)>1 else ""
-for n,f in cases:
-    if filt in n: print("%-20s %9.1f us"%(n,best(f,5)))
+run_patterns(cases)

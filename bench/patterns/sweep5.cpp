@@ -3,127 +3,100 @@
 // printed with its best time in us. sweep5.py is its PyTorch twin (the same cases, names and
 // sizes); tools/patterns.sh sweep5 runs both alternately. Args: a case-name filter; env PROF=1
 // prints the profiler table per case.
-#include "mantissa.h"
-#include <chrono>
-#include <cstdio>
-#include <cstring>
-#include <functional>
-#include <iostream>
-#include "core/profile.h"
-namespace mt = mantissa;
-namespace F = mantissa::nn::functional;
-using mt::Tensor;
-template <class Fn> double best(Fn f, int reps) {
-  f();
-  double b = 1e30;
-  for (int r = 0; r < 5; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < reps; ++i) f();
-    b = std::min(b, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / reps);
-  }
-  return b;
-}
-Tensor leaf(mt::Shape s) { return mt::randn(s).requires_grad_(true); }
+#include "pattern_main.h"
+
 int main(int argc, char** argv) {
   mt::manual_seed(0);
-  std::vector<std::pair<std::string, std::function<void()>>> cases;
-  auto add = [&](const char* n, std::function<void()> f) { cases.push_back({n, f}); };
+  patterns::Cases cases;
   Tensor x = leaf({8, 512, 256}), w = leaf({256}), bia = leaf({256});
-  add("layernorm_prims", [&] {
+  cases.add("layernorm_prims", [&] {
     auto mu = mt::mean(x, {-1}, true);
     auto d = x - mu;
     auto v = mt::mean(d * d, {-1}, true);
-    (d / mt::sqrt(v + 1e-5) * w + bia).sum().backward(); });
-  add("gelu_tanh_prims", [&] {
-    (0.5 * x * (1.0 + mt::tanh(0.7978845608 * (x + 0.044715 * x * x * x)))).sum().backward(); });
+    (d / mt::sqrt(v + 1e-5) * w + bia).sum().backward();
+  });
+  cases.add("gelu_tanh_prims",
+            [&] { (0.5 * x * (1.0 + mt::tanh(0.7978845608 * (x + 0.044715 * x * x * x)))).sum().backward(); });
   Tensor fm = leaf({16, 64, 32, 32}), l1 = leaf({64, 16}), l2 = leaf({16, 64});
-  add("se_block", [&] {
+  cases.add("se_block", [&] {
     auto s = mt::mean(fm, {2, 3});
     s = mt::sigmoid(mt::matmul(mt::relu(mt::matmul(s, l1)), l2));
-    (fm * s.unsqueeze(-1).unsqueeze(-1)).sum().backward(); });
+    (fm * s.unsqueeze(-1).unsqueeze(-1)).sum().backward();
+  });
   Tensor seq = leaf({32, 128, 256});
   Tensor mask = (mt::rand({32, 128}) > 0.3).to(mt::kFloat32);
-  add("masked_mean_pool", [&] {
-    ((seq * mask.unsqueeze(-1)).sum({1}) / mask.sum({1}, true)).sum().backward(); });
+  cases.add("masked_mean_pool", [&] { ((seq * mask.unsqueeze(-1)).sum({1}) / mask.sum({1}, true)).sum().backward(); });
   Tensor lg = leaf({4096, 256});
   Tensor tg = mt::randint(0, 256, {4096});
-  add("ce_by_hand", [&] {
-    (mt::logsumexp(lg, {-1}) - mt::gather(lg, 1, tg.unsqueeze(1)).squeeze(1)).mean().backward(); });
-  add("focal_loss", [&] {
+  cases.add("ce_by_hand",
+            [&] { (mt::logsumexp(lg, {-1}) - mt::gather(lg, 1, tg.unsqueeze(1)).squeeze(1)).mean().backward(); });
+  cases.add("focal_loss", [&] {
     auto p = mt::softmax(lg, -1);
     auto pt = mt::gather(p, 1, tg.unsqueeze(1));
-    (-mt::pow(1.0 - pt, 2.0) * mt::log(pt)).mean().backward(); });
+    (-mt::pow(1.0 - pt, 2.0) * mt::log(pt)).mean().backward();
+  });
   Tensor dd = leaf({1024, 1024});
-  add("huber_where", [&] {
+  cases.add("huber_where", [&] {
     auto a = mt::abs(dd);
-    mt::where(a < 1.0, 0.5 * dd * dd, a - 0.5).mean().backward(); });
+    mt::where(a < 1.0, 0.5 * dd * dd, a - 0.5).mean().backward();
+  });
   Tensor e1 = leaf({4096, 256});
-  add("l2_normalize", [&] {
-    (e1 / mt::clamp(mt::norm(e1, 2, {-1}, true), 1e-12, INFINITY)).sum().backward(); });
+  cases.add("l2_normalize", [&] { (e1 / mt::clamp(mt::norm(e1, 2, {-1}, true), 1e-12, INFINITY)).sum().backward(); });
   Tensor za = leaf({512, 128}), zb = leaf({512, 128});
   Tensor ar = mt::arange(0, 512).to(mt::kInt64);
-  add("contrastive", [&] {
-    F::cross_entropy(mt::matmul(za, zb.t()) / 0.07, ar).backward(); });
+  cases.add("contrastive", [&] { F::cross_entropy(mt::matmul(za, zb.t()) / 0.07, ar).backward(); });
   Tensor pe = mt::randn({1024, 256});
-  add("pos_enc_slice_add", [&] { (x + pe.slice(0, 0, 512)).sum().backward(); });
+  cases.add("pos_enc_slice_add", [&] { (x + pe.slice(0, 0, 512)).sum().backward(); });
   Tensor sc = leaf({8, 8, 256, 256});
   Tensor slopes = mt::randn({8}), dist = mt::randn({256, 256});
-  add("alibi_bias", [&] {
-    mt::softmax(sc + slopes.view({8, 1, 1}) * dist, -1).sum().backward(); });
+  cases.add("alibi_bias", [&] { mt::softmax(sc + slopes.view({8, 1, 1}) * dist, -1).sum().backward(); });
   std::vector<Tensor> ps;
   for (int i = 0; i < 8; ++i) ps.push_back(leaf({256, 256}));
-  add("l2_penalty", [&] {
+  cases.add("l2_penalty", [&] {
     Tensor r = mt::zeros({});
     for (auto& p : ps) r = r + mt::pow(p, 2).sum();
-    (r * 1e-4).backward(); });
+    (r * 1e-4).backward();
+  });
   std::vector<Tensor> ema;
   for (int i = 0; i < 8; ++i) ema.push_back(mt::randn({256, 256}));
-  add("ema_update", [&] {
+  cases.add("ema_update", [&] {
     mt::NoGradGuard ng;
-    for (int i = 0; i < 8; ++i) ema[i].mul_(0.999).add_(ps[i].detach(), 0.001); });
+    for (int i = 0; i < 8; ++i) ema[i].mul_(0.999).add_(ps[i].detach(), 0.001);
+  });
   std::vector<Tensor> gs;
   for (int i = 0; i < 8; ++i) gs.push_back(mt::randn({256, 256}));
-  add("clip_by_hand", [&] {
+  cases.add("clip_by_hand", [&] {
     mt::NoGradGuard ng;
     Tensor tot = mt::zeros({});
     for (auto& g : gs) tot = tot + mt::pow(g, 2).sum();
     Tensor c = mt::clamp(1.0 / (mt::sqrt(tot) + 1e-6), 0.0, 1.0);
-    for (auto& g : gs) g.mul_(c); });
+    for (auto& g : gs) g.mul_(c);
+  });
   Tensor hb = mt::randn({1024, 1024}).to(mt::kBFloat16).requires_grad_(true), hf = leaf({1024, 1024});
-  add("mixed_bf16_fp32_mul", [&] { (hb * hf).sum().backward(); });
-  add("bf16_roundtrip", [&] { hf.to(mt::kBFloat16).to(mt::kFloat32).sum().backward(); });
-  add("where_scalar_zero", [&] { mt::where(dd > 0.0, dd, mt::zeros({})).sum().backward(); });
+  cases.add("mixed_bf16_fp32_mul", [&] { (hb * hf).sum().backward(); });
+  cases.add("bf16_roundtrip", [&] { hf.to(mt::kBFloat16).to(mt::kFloat32).sum().backward(); });
+  cases.add("where_scalar_zero", [&] { mt::where(dd > 0.0, dd, mt::zeros({})).sum().backward(); });
   Tensor ts = leaf({32, 256, 128});
   Tensor cw = leaf({256, 256, 3});
-  add("conv1d_seq", [&] { F::conv1d(ts, cw, {}, {.padding = 1}).sum().backward(); });
-  add("avg_pool1d", [&] { F::avg_pool1d(ts, 2).sum().backward(); });
-  add("adaptive_avg_pool1d", [&] { F::adaptive_avg_pool1d(ts, 1).sum().backward(); });
-  add("channel_shuffle", [&] {
-    fm.view({16, 4, 16, 32, 32}).transpose(1, 2).reshape({16, 64, 32, 32}).sum().backward(); });
+  cases.add("conv1d_seq", [&] { F::conv1d(ts, cw, {}, {.padding = 1}).sum().backward(); });
+  cases.add("avg_pool1d", [&] { F::avg_pool1d(ts, 2).sum().backward(); });
+  cases.add("adaptive_avg_pool1d", [&] { F::adaptive_avg_pool1d(ts, 1).sum().backward(); });
+  cases.add("channel_shuffle", [&] {
+    fm.view({16, 4, 16, 32, 32}).transpose(1, 2).reshape({16, 64, 32, 32}).sum().backward();
+  });
   Tensor an = leaf({4096, 128}), po = leaf({4096, 128}), ne = leaf({4096, 128});
-  add("triplet_by_hand", [&] {
+  cases.add("triplet_by_hand", [&] {
     auto dap = mt::norm(an - po, 2, {-1}), dan = mt::norm(an - ne, 2, {-1});
-    mt::clamp(dap - dan + 1.0, 0.0, INFINITY).mean().backward(); });
+    mt::clamp(dap - dan + 1.0, 0.0, INFINITY).mean().backward();
+  });
   Tensor oa = leaf({64, 256}), ob = leaf({64, 256});
-  add("outer_bcast", [&] { (oa.unsqueeze(-1) * ob.unsqueeze(-2)).sum().backward(); });
+  cases.add("outer_bcast", [&] { (oa.unsqueeze(-1) * ob.unsqueeze(-2)).sum().backward(); });
   Tensor cp = leaf({1024, 1024});
-  add("cumprod_last", [&] { mt::cumprod(mt::sigmoid(cp), -1).sum().backward(); });
-  add("up_nearest2x", [&] { F::interpolate(fm, {.scale_factor = {2.0}}).sum().backward(); });
-  add("max_pool_k3s2p1", [&] { F::max_pool2d(fm, 3, {.stride = 2, .padding = 1}).sum().backward(); });
-  add("std_lastdim", [&] { mt::std(x, {-1}).sum().backward(); });
-  add("sub_mean_div_std", [&] { ((x - mt::mean(x, {0}, true)) / (mt::std(x, {0}, true) + 1e-5)).sum().backward(); });
-  const char* filt = argc > 1 ? argv[1] : "";
-  bool prof = getenv("PROF");
-  for (auto& [n, f] : cases) {
-    if (!strstr(n.c_str(), filt)) continue;
-    if (prof) {
-      f();
-      mt::profiler::Profile p;
-      for (int i = 0; i < 5; ++i) { f(); p.step(); }
-      p.stop();
-      std::cout << n << "\n" << p.summary_table(12);
-      continue;
-    }
-    printf("%-20s %9.1f us\n", n.c_str(), best(f, 3));
-  }
+  cases.add("cumprod_last", [&] { mt::cumprod(mt::sigmoid(cp), -1).sum().backward(); });
+  cases.add("up_nearest2x", [&] { F::interpolate(fm, {.scale_factor = {2.0}}).sum().backward(); });
+  cases.add("max_pool_k3s2p1", [&] { F::max_pool2d(fm, 3, {.stride = 2, .padding = 1}).sum().backward(); });
+  cases.add("std_lastdim", [&] { mt::std(x, {-1}).sum().backward(); });
+  cases.add("sub_mean_div_std",
+            [&] { ((x - mt::mean(x, {0}, true)) / (mt::std(x, {0}, true) + 1e-5)).sum().backward(); });
+  return patterns::run_patterns(argc, argv, cases);
 }

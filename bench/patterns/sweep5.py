@@ -1,18 +1,7 @@
 # PyTorch twin of sweep5.cpp (same cases, names and sizes); tools/patterns.sh runs both.
 import torch, time, sys, math
 import torch.nn.functional as F
-import os
-torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-torch.manual_seed(0)
-def best(f, reps):
-    f()
-    b=1e30
-    for r in range(5):
-        t=time.perf_counter()
-        for i in range(reps): f()
-        b=min(b,(time.perf_counter()-t)/reps*1e6)
-    return b
-def leaf(*s): return torch.randn(*s).requires_grad_()
+from pattern_common import leaf, run_patterns
 cases=[]
 def add(n,f): cases.append((n,f))
 x=leaf(8,512,256); w=leaf(256); bia=leaf(256)
@@ -84,7 +73,4 @@ add("up_nearest2x", lambda: F.interpolate(fm,scale_factor=2.0).sum().backward())
 add("max_pool_k3s2p1", lambda: F.max_pool2d(fm,3,stride=2,padding=1).sum().backward())
 add("std_lastdim", lambda: x.std(-1).sum().backward())
 add("sub_mean_div_std", lambda: ((x-x.mean(0,keepdim=True))/(x.std(0,keepdim=True)+1e-5)).sum().backward())
-filt=sys.argv[1] if len(sys.argv)>1 else ""
-for n,f in cases:
-    if filt not in n: continue
-    print("%-20s %9.1f us"%(n,best(f,3)))
+run_patterns(cases)

@@ -1,18 +1,7 @@
 # PyTorch twin of sweep6.cpp (same cases, names and sizes); tools/patterns.sh runs both.
 import torch, time, sys, math
 import torch.nn.functional as F
-import os
-torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-torch.manual_seed(0)
-def best(f, reps):
-    f()
-    b=1e30
-    for r in range(5):
-        t=time.perf_counter()
-        for i in range(reps): f()
-        b=min(b,(time.perf_counter()-t)/reps*1e6)
-    return b
-def leaf(*s): return torch.randn(*s).requires_grad_()
+from pattern_common import leaf, run_patterns
 cases=[]
 def add(n,f): cases.append((n,f))
 xi=leaf(64,256); h0=leaf(64,256); Wl=leaf(256,1024); Ul=leaf(256,1024); bl=leaf(1024)
@@ -100,6 +89,4 @@ add("argmax_acc", acc)
 add("one_hot_mse", lambda: (torch.softmax(lg,-1)-F.one_hot(tg,256).float()).pow(2.0).mean().backward())
 st=[leaf(256,256) for i in range(8)]
 add("stack8", lambda: torch.stack(st,0).sum().backward())
-filt=sys.argv[1] if len(sys.argv)>1 else ""
-for n,f in cases:
-    if filt in n: print("%-20s %9.1f us"%(n,best(f,3)))
+run_patterns(cases)

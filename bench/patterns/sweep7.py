@@ -1,18 +1,7 @@
 # PyTorch twin of sweep7.cpp (same cases, names and sizes); tools/patterns.sh runs both.
-import torch, time, sys, math
+import torch
 import torch.nn.functional as F
-import os
-torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-torch.manual_seed(0)
-def best(f, reps):
-    f()
-    b=1e30
-    for r in range(5):
-        t=time.perf_counter()
-        for i in range(reps): f()
-        b=min(b,(time.perf_counter()-t)/reps*1e6)
-    return b
-def leaf(*s): return torch.randn(*s).requires_grad_()
+from pattern_common import leaf, run_patterns
 cases=[]
 def add(n,f): cases.append((n,f))
 seg=leaf(8,21,64,64); segt=torch.randint(0,21,(8,64,64))
@@ -104,13 +93,4 @@ def quant():
 add("absmax_quant", quant)
 ob=leaf(4096,256); ow=leaf(256,256); ob2=leaf(256)
 add("addmm_relu_3d", lambda: torch.relu(F.linear(ob.view(16,256,256),ow,ob2)).sum().backward())
-filt=sys.argv[1] if len(sys.argv)>1 else ""
-import os, contextlib
-ctx = torch.autocast("cpu", dtype=torch.bfloat16) if os.environ.get("AMP") else contextlib.nullcontext()
-with ctx:
-  for n,f in cases:
-    if filt not in n: continue
-    try:
-        print("%-20s %9.1f us"%(n,best(f,3)))
-    except Exception as e:
-        print("%-20s %9.1f us  ERR %s"%(n,0.0,str(e)[:60]))
+run_patterns(cases)

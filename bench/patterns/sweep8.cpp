@@ -3,94 +3,64 @@
 // with its best time in us. sweep8.py is its PyTorch twin (the same cases, names and sizes);
 // tools/patterns.sh sweep8 runs both alternately. Args: a case-name filter; env PROF=1 prints the
 // profiler table per case, AMP=1 runs under bf16 autocast.
-#include "mantissa.h"
-namespace nn = mantissa::nn;
-#include <chrono>
-#include <cstdio>
-#include <cstring>
-#include <functional>
-#include <optional>
-#include <iostream>
-#include "core/profile.h"
-namespace mt = mantissa;
-namespace F = mantissa::nn::functional;
-using mt::Tensor;
-template <class Fn> double best(Fn f, int reps) {
-  f();
-  double b = 1e30;
-  for (int r = 0; r < 5; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < reps; ++i) f();
-    b = std::min(b, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / reps);
-  }
-  return b;
-}
-Tensor leaf(mt::Shape s) { return mt::randn(s).requires_grad_(true); }
-void keep_alive(const Tensor& t) { static Tensor k; k = t; }
+#include "pattern_main.h"
+
 int main(int argc, char** argv) {
   mt::manual_seed(0);
-  std::vector<std::pair<std::string, std::function<void()>>> cases;
-  auto add = [&](const char* n, std::function<void()> f) { cases.push_back({n, f}); };
-  Tensor cimg = leaf({64, 3, 32, 32}), cw1 = leaf({64, 3, 4, 4}), cw2 = leaf({128, 64, 4, 4}), cl = leaf({1, 128 * 8 * 8});
-  add("conv_critic_gp", [&] {
+  patterns::Cases cases;
+  Tensor cimg = leaf({64, 3, 32, 32}), cw1 = leaf({64, 3, 4, 4}), cw2 = leaf({128, 64, 4, 4}),
+         cl = leaf({1, 128 * 8 * 8});
+  cases.add("conv_critic_gp", [&] {
     Tensor xi = cimg.detach().requires_grad_(true);
     auto h = mt::leaky_relu(F::conv2d(xi, cw1, {}, {.stride = 2, .padding = 1}), 0.2);
     h = mt::leaky_relu(F::conv2d(h, cw2, {}, {.stride = 2, .padding = 1}), 0.2);
     auto d = F::linear(h.flatten(1), cl);
     auto g = mt::autograd::grad({d.sum()}, {xi}, {}, false, true)[0];
-    mt::pow(mt::norm(g.flatten(1), 2, {1}) - 1.0, 2.0).mean().backward(); });
+    mt::pow(mt::norm(g.flatten(1), 2, {1}) - 1.0, 2.0).mean().backward();
+  });
   nn::LSTM lstm({.input_size = 128, .hidden_size = 256, .batch_first = true});
   Tensor lx = mt::randn({32, 64, 128});
-  add("lstm_module", [&] { lstm.forward(lx).sum().backward(); });
+  cases.add("lstm_module", [&] { lstm.forward(lx).sum().backward(); });
   nn::GRU gru({.input_size = 128, .hidden_size = 256, .batch_first = true});
-  add("gru_module", [&] { gru.forward(lx).sum().backward(); });
+  cases.add("gru_module", [&] { gru.forward(lx).sum().backward(); });
   nn::BatchNorm1d bn1(256);
   Tensor tab = leaf({4096, 256});
-  add("batchnorm1d_tabular", [&] { bn1(tab).pow(2.0).sum().backward(); });
+  cases.add("batchnorm1d_tabular", [&] { bn1(tab).pow(2.0).sum().backward(); });
   nn::MultiheadAttention mha(256, 8, {.causal = true});
   Tensor mx = leaf({16, 128, 256});
-  add("mha_module", [&] { mha(mx).sum().backward(); });
+  cases.add("mha_module", [&] { mha(mx).sum().backward(); });
   Tensor vimg = leaf({32, 3, 64, 64}), pw = leaf({192, 3, 8, 8}), pb = leaf({192});
-  add("vit_patch_embed", [&] { F::conv2d(vimg, pw, pb, {.stride = 8}).flatten(2).transpose(1, 2).sum().backward(); });
+  cases.add("vit_patch_embed",
+            [&] { F::conv2d(vimg, pw, pb, {.stride = 8}).flatten(2).transpose(1, 2).sum().backward(); });
   Tensor etab = leaf({50000, 128});
   Tensor eidx = mt::randint(0, 50000, {512, 32});
-  add("embedding_bag_mean", [&] { mt::mean(F::embedding(eidx, etab), {1}).sum().backward(); });
+  cases.add("embedding_bag_mean", [&] { mt::mean(F::embedding(eidx, etab), {1}).sum().backward(); });
   Tensor dx = leaf({16, 64, 32, 32}), dk = leaf({64, 64, 3, 3});
-  add("dilated_conv", [&] { F::conv2d(dx, dk, {}, {.padding = 2, .dilation = 2}).sum().backward(); });
+  cases.add("dilated_conv", [&] { F::conv2d(dx, dk, {}, {.padding = 2, .dilation = 2}).sum().backward(); });
   Tensor huge = leaf({16777216});
-  add("sum_16M", [&] { huge.sum().backward(); });
-  Tensor bfw1 = mt::randn({784, 512}).to(mt::kBFloat16).requires_grad_(true), bfw2 = mt::randn({512, 10}).to(mt::kBFloat16).requires_grad_(true);
+  cases.add("sum_16M", [&] { huge.sum().backward(); });
+  Tensor bfw1 = mt::randn({784, 512}).to(mt::kBFloat16).requires_grad_(true),
+         bfw2 = mt::randn({512, 10}).to(mt::kBFloat16).requires_grad_(true);
   Tensor bfx = mt::randn({256, 784}).to(mt::kBFloat16);
   Tensor bft = mt::randint(0, 10, {256});
-  add("pure_bf16_mlp", [&] { F::cross_entropy(mt::matmul(mt::relu(mt::matmul(bfx, bfw1)), bfw2), bft).backward(); });
+  cases.add("pure_bf16_mlp",
+            [&] { F::cross_entropy(mt::matmul(mt::relu(mt::matmul(bfx, bfw1)), bfw2), bft).backward(); });
   Tensor rx = leaf({64, 512}), rw = leaf({512, 512}), rb = leaf({512});
-  add("residual_mlp_x8", [&] {
+  cases.add("residual_mlp_x8", [&] {
     Tensor h = rx;
     for (int i = 0; i < 8; ++i) h = h + mt::gelu(F::linear(F::layer_norm(h, {512}), rw, rb));
-    h.sum().backward(); });
+    h.sum().backward();
+  });
   Tensor sx = leaf({64, 512});
-  add("many_small_ops", [&] {
+  cases.add("many_small_ops", [&] {
     Tensor h = sx;
     for (int i = 0; i < 50; ++i) h = mt::tanh(h * 0.9 + 0.1);
-    h.sum().backward(); });
+    h.sum().backward();
+  });
   Tensor tq = leaf({8, 8, 128, 32}), tk = leaf({8, 8, 128, 32});
-  add("attn_scores_perm", [&] {
+  cases.add("attn_scores_perm", [&] {
     auto s = mt::matmul(tq, tk.transpose(-2, -1)) / 5.66;
-    mt::softmax(s, -1).sum().backward(); });
-  const char* filt = argc > 1 ? argv[1] : "";
-  std::optional<mt::amp::Autocast> ac;
-  if (getenv("AMP")) ac.emplace(mt::kBFloat16);
-  bool prof = getenv("PROF");
-  for (auto& [n, f] : cases) {
-    if (!strstr(n.c_str(), filt)) continue;
-    if (prof) {
-      f();
-      mt::profiler::Profile p;
-      for (int i = 0; i < 5; ++i) { f(); p.step(); }
-      p.stop();
-      std::cout << n << "\n" << p.summary_table(12);
-      continue;
-    }
-    printf("%-20s %9.1f us\n", n.c_str(), best(f, 3));
-  }
+    mt::softmax(s, -1).sum().backward();
+  });
+  return patterns::run_patterns(argc, argv, cases);
 }
