@@ -117,6 +117,13 @@ void capture_inputs(GraphTask& task, const std::vector<Tensor>& inputs) {
   }
 }
 
+// Whether an edge of n leads to a requested input (task.needed, as far as it is marked).
+bool any_needed_edge(const GraphTask& task, const Node* n) {
+  for (auto& nx : n->next)
+    if (nx && task.needed.contains(nx.get())) return true;
+  return false;
+}
+
 // task.needed, by a post-order walk from the roots (iterative: a graph may be 100k nodes deep).
 void mark_needed(GraphTask& task) {
   std::unordered_set<Node*> seen;
@@ -130,9 +137,7 @@ void mark_needed(GraphTask& task) {
       if (child && seen.insert(child).second) stack.emplace_back(child, 0);
       continue;
     }
-    bool needed = task.capture.contains(n);
-    for (auto& nx : n->next) needed = needed || (nx && task.needed.contains(nx.get()));
-    if (needed) task.needed.insert(n);
+    if (task.capture.contains(n) || any_needed_edge(task, n)) task.needed.insert(n);
     stack.pop_back();
   }
 }
@@ -173,12 +178,8 @@ void execute(GraphTask& task, bool retain_graph, bool create_graph) {
     if (!capturing || task.needed.contains(node.get())) {
       // autograd::grad returns leaf gradients instead of accumulating them into .grad; a
       // captured node whose inputs lead to no other capture runs its hooks only.
-      bool apply = !(capturing && dynamic_cast<AccumulateGrad*>(node.get()) != nullptr);
-      if (capturing) {
-        bool any_edge = false;
-        for (auto& nx : node->next) any_edge = any_edge || (nx && task.needed.contains(nx.get()));
-        apply = apply && any_edge;
-      }
+      const bool apply =
+          !capturing || (dynamic_cast<AccumulateGrad*>(node.get()) == nullptr && any_needed_edge(task, node.get()));
       grads = node->call(g, create_graph, apply);
       if (!retain_graph) node->release();  // (a node that did not run keeps what it saved)
     }

@@ -125,6 +125,7 @@ template <typename T, typename A>
 void cross_entropy_backward_class_strided(const LogitsLayout& d, const A* G, const T* X, const int64_t* t, const A* w,
                                           int64_t ignore_index, A s, A wsum, T* GX) {
   const int64_t C = d.C, S = d.S;
+  const A smooth = math::cross_entropy_grad_coefs(A(1), s, A(C), wsum).smooth;  // s / C, whatever the target
   for_each_position_block(d, [&](int64_t n, int64_t s0, int64_t len) {
     const int64_t off = n * C * S + s0, r0 = n * S + s0;
     const T* x = X + off;
@@ -134,7 +135,6 @@ void cross_entropy_backward_class_strided(const LogitsLayout& d, const A* G, con
     A mx[kPositions], ls[kPositions], g[kPositions], a[kPositions], target_term[kPositions], counted[kPositions];
     int32_t tc[kPositions];
     position_shifts<A>(x, C, S, len, mx, ls);
-    A smooth = 0;
     for (int64_t j = 0; j < len; ++j) {
       const int64_t tj = t[r0 + j];
       const bool ignored = tj == ignore_index;
@@ -145,7 +145,6 @@ void cross_entropy_backward_class_strided(const LogitsLayout& d, const A* G, con
       g[j] = G[r0 + j];
       a[j] = k.a;
       target_term[j] = k.target_term;
-      smooth = k.smooth;
     }
     for (int64_t c = 0; c < C; ++c) {
       const T* xc = x + c * S;
