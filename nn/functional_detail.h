@@ -39,4 +39,19 @@ inline Tensor batched(const char* op, const Tensor& x, bool& unbatched) {
   return unbatched ? x.unsqueeze(0) : x;
 }
 
+// The result of a norm over an input with no elements ([0, C], [N, 0], an empty spatial dim):
+// an empty output whose gradients are empty (x) or zero (the affine's weight and bias), as
+// PyTorch's. With `per_channel` w and b are [C] and broadcast over dim 1 of x; without, over x's
+// trailing dims (layer_norm's normalized_shape).
+inline Tensor empty_norm_output(const Tensor& x, const Tensor& w, const Tensor& b, bool per_channel) {
+  Tensor y = x * 0.0;
+  for (const Tensor& t : {w, b}) {
+    if (!t.defined()) continue;
+    Shape s(size_t(x.dim()), 1);
+    s[1] = t.numel();
+    y = y + ((per_channel ? t.reshape(s) : t) * 0.0).to(y.dtype());
+  }
+  return y;
+}
+
 }  // namespace mantissa::nn::detail

@@ -69,7 +69,9 @@ Tensor batch_norm(const Tensor& x0, const Tensor& running_mean, const Tensor& ru
   launch::check_same_device("batch_norm", {x, w, b, running_mean, running_var});
   const DType A = acc_type(x.dtype());
   const Device dev = x.device();
-  const int64_t count = C ? x.numel() / C : 0;
+  // Running estimates stay as they are, as PyTorch's.
+  if (x.numel() == 0) return empty_norm_output(x, w, b, true);
+  const int64_t count = x.numel() / C;  // values per channel
   Tensor xc = launch::contiguous(x);
   Tensor bmean, invstd;  // per-channel statistics used to normalize (acc dtype)
   {
@@ -165,14 +167,7 @@ Tensor layer_norm(const Tensor& x0, const Shape& normalized_shape, const Tensor&
   launch::check_same_device("layer_norm", {x, w, b});
   const DType A = acc_type(x.dtype());
   const int64_t n = shape_numel(normalized_shape), M = n ? x.numel() / n : 0;
-  if (n == 0 || M == 0) {
-    // Nothing to normalize (normalized_shape or the leading dims hold no elements): an empty
-    // output whose gradients are empty or zero, as PyTorch.
-    Tensor y = x * 0.0;
-    if (w.defined()) y = y + (w * 0.0).to(y.dtype());
-    if (b.defined()) y = y + (b * 0.0).to(y.dtype());
-    return y;
-  }
+  if (n == 0 || M == 0) return empty_norm_output(x, w, b, false);
   Tensor xc = launch::contiguous(x);
   Tensor y = make_tensor(x.sizes(), x.dtype(), x.device());
   Tensor mu = make_tensor({M}, A, x.device()), rstd = make_tensor({M}, A, x.device());

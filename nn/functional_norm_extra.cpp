@@ -15,13 +15,6 @@ using namespace detail;
 
 namespace {
 
-// [1, C, 1, ...] of rank r: a per-channel tensor broadcast over a [N, C, ...] input.
-Tensor per_channel(const Tensor& t, int64_t rank) {
-  Shape s(size_t(rank), 1);
-  s[1] = t.numel();
-  return t.reshape(s);
-}
-
 void check_channels(const char* op, const Tensor& x, const Tensor& t, const char* what) {
   if (!t.defined()) return;
   MT_CHECK(t.dim() == 1 && t.size(0) == x.size(1), op, what, " must have shape [", x.size(1), "] (the channels of ",
@@ -33,12 +26,7 @@ void check_channels(const char* op, const Tensor& x, const Tensor& t, const char
 // [N G, C / G * S] followed by the affine's multiply and add it took 1.6x PyTorch's time).
 // Under create_graph the backward is composed of differentiable ops, recomputing the statistics.
 Tensor grouped_norm(const char* op, const Tensor& x, int64_t G, const Tensor& w, const Tensor& b, double eps) {
-  if (x.numel() == 0) {  // an empty output whose gradients are empty or zero, as layer_norm's
-    Tensor y = x * 0.0;
-    if (w.defined()) y = y + (per_channel(w, x.dim()) * 0.0).to(y.dtype());
-    if (b.defined()) y = y + (per_channel(b, x.dim()) * 0.0).to(y.dtype());
-    return y;
-  }
+  if (x.numel() == 0) return empty_norm_output(x, w, b, true);
   launch::check_same_device(op, {x, w, b});
   const DType A = acc_type(x.dtype());
   const int64_t N = x.size(0), C = x.size(1), S = x.numel() / (N * C);

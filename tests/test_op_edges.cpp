@@ -437,6 +437,34 @@ TEST(OpEdges, EmptyShapesCompute) {
   expect_values(mw.grad(), {0, 0, 0}, "layer_norm no rows weight grad");
   // torch raises for normalized_shape [] (must be at least 1-D): so do we.
   EXPECT_ERROR(F::layer_norm(mt::zeros({2, 3}), {}), HasSubstr("layer_norm"));
+
+  // F.batch_norm(torch.randn(0, 3), rm, rv, w, b, training=True) and the same for [2, 3, 0]:
+  // output of x's shape, w.grad = b.grad = [0, 0, 0], running estimates unchanged; [4, 0] and
+  // [4, 0, 5] (no channels) give empty outputs. [1, 3] still raises (one value per channel).
+  for (const mt::Shape& shape : {mt::Shape{0, 3}, mt::Shape{2, 3, 0}}) {
+    for (bool training : {true, false}) {
+      Tensor bx = mt::zeros(shape).requires_grad_(), bw = mt::ones({3}).requires_grad_();
+      Tensor bb = mt::zeros({3}).requires_grad_();
+      Tensor rm = mt::full({3}, 0.5f), rv = mt::full({3}, 2.0f);
+      Tensor by = F::batch_norm(bx, rm, rv, bw, bb, training);
+      EXPECT_EQ(by.sizes(), shape);
+      by.sum().backward();
+      EXPECT_EQ(bx.grad().sizes(), shape);
+      expect_values(bw.grad(), {0, 0, 0}, "batch_norm empty weight grad");
+      expect_values(bb.grad(), {0, 0, 0}, "batch_norm empty bias grad");
+      expect_values(rm, {0.5, 0.5, 0.5}, "batch_norm empty running mean");
+      expect_values(rv, {2, 2, 2}, "batch_norm empty running var");
+    }
+  }
+  for (const mt::Shape& shape : {mt::Shape{4, 0}, mt::Shape{4, 0, 5}}) {
+    Tensor bx = mt::zeros(shape).requires_grad_();
+    Tensor by = F::batch_norm(bx, Tensor(), Tensor(), Tensor(), Tensor(), true);
+    EXPECT_EQ(by.sizes(), shape);
+    by.sum().backward();
+    EXPECT_EQ(bx.grad().sizes(), shape);
+  }
+  EXPECT_ERROR(F::batch_norm(mt::zeros({1, 3}), Tensor(), Tensor(), Tensor(), Tensor(), true),
+               HasSubstr("more than 1 value per channel"));
 }
 
 // 20. Errors where PyTorch raises.
