@@ -47,7 +47,8 @@ TEST(NnGradcheck, Conv2d) {
        {Case{{2, 2, 5, 5}, {3, 2, 3, 3}, {.padding = 1}},
         Case{{1, 2, 7, 6}, {2, 2, 3, 2}, {.stride = {2, 1}, .padding = {0, 1}}},
         Case{{1, 2, 7, 7}, {2, 2, 3, 3}, {.padding = 2, .dilation = 2}},
-        Case{{2, 4, 4, 4}, {4, 2, 2, 2}, {.stride = 2, .groups = 2}}, Case{{1, 3, 3, 3}, {2, 3, 1, 1}, {}}}) {
+        Case{{2, 4, 4, 4}, {4, 2, 2, 2}, {.stride = 2, .groups = 2}}, Case{{1, 3, 3, 3}, {2, 3, 1, 1}, {}},
+        Case{{2, 3, 6, 5}, {3, 1, 5, 3}, {.padding = {2, 1}, .dilation = {1, 2}, .groups = 3}}}) {
     auto fn = [&](const Inputs& in) { return F::conv2d(in[0], in[1], in[2], c.o); };
     Inputs in{randn(c.x), randn(c.w), randn({c.w[0]})};
     EXPECT_GRADCHECK(fn, in);

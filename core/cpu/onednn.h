@@ -44,4 +44,9 @@ bool conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
 bool conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& gx, const Tensor& gw,
                      const Tensor& gb, const Conv2dGeometry& g);
 
+// Whether oneDNN computes conv2d's weight gradient for geometry g in dtype t with a direct
+// vector kernel rather than a GEMM per (sample, group) or its reference loops (oneDNN 2.x's
+// depthwise weight gradient beyond 3 x 3: 50 ms where a direct kernel takes 4).
+bool has_direct_weight_grad(DType t, const Conv2dGeometry& g);
+
 }  // namespace mantissa::cpu::onednn

@@ -178,4 +178,23 @@ bool conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const T
   return true;
 }
 
+bool has_direct_weight_grad(DType t, const Conv2dGeometry& g) {
+  if (!use_onednn(OpKind::Conv, t)) return false;
+  const auto dt = data_type(t);
+  if (!dt) return false;
+  struct Verdict {
+    bool direct;
+  };
+  thread_local Cache<Verdict> cache;
+  const Verdict* v = cache.get(geometry_key(2, t, g, 0), [&] {
+    const ConvDescs d = conv_descs(g, *dt, false);
+    dnnl::convolution_backward_weights::desc desc(algorithm::convolution_direct, d.x_any, d.w_any, d.y_any, d.strides,
+                                                  d.dilates, d.pad_l, d.pad_r);
+    dnnl::convolution_backward_weights::primitive_desc pd(desc, user_scratchpad(), engine(), forward_pd(d, false));
+    const std::string impl = pd.impl_info_str();  // "jit_dw:avx512_core", "x64:gemm:jit", "ref:any", ...
+    return Verdict{impl.rfind("ref", 0) != 0 && impl.find("gemm") == std::string::npos};
+  });
+  return v != nullptr && v->direct;
+}
+
 }  // namespace mantissa::cpu::onednn

@@ -13,4 +13,6 @@ bool conv2d_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
   return false;
 }
 
+bool has_direct_weight_grad(DType, const Conv2dGeometry&) { return false; }
+
 }  // namespace mantissa::cpu::onednn

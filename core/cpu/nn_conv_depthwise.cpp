@@ -1,0 +1,109 @@
+// The weight gradient of a depthwise convolution with unit stride (conv_depthwise.h).
+//
+//   gw[c, kh, kw] = sum over n, oh, ow of gy[n, c, oh, ow] x[n, c, oh + kh DH - PH, ow + kw DW - PW]
+//
+// Each (sample, channel) plane of x is copied into a zero-padded plane xp [OH + DH (KH-1), Wp]
+// with Wp = OW + DW (KW-1), and gy's plane into gp [OH, Wp] with zeros past column OW. Flattened,
+// every tap is then one dot product of gp with xp shifted by kh DH Wp + kw DW: the zero columns
+// of gp cancel the positions that would wrap into the next row. Four taps share each load of gp.
+// Channels are spread over threads; each sums its samples in order (deterministic).
+#include <algorithm>
+#include <vector>
+
+#include "core/cpu/conv_depthwise.h"
+#include "core/cpu/loops.h"
+
+namespace mantissa::cpu {
+
+bool is_unit_stride_depthwise(const Conv2dGeometry& g) {
+  return g.groups == g.C && g.Cout == g.C && g.groups > 1 && g.SH == 1 && g.SW == 1;
+}
+
+namespace {
+
+// Up to four taps' dot products of gp [len] with xp at offsets off[0..n): accumulated into sums.
+template <typename A>
+void dot_taps(const A* gp, const A* xp, int64_t len, const int64_t* off, int n, A* sums) {
+  const A* x0 = xp + off[0];
+  const A* x1 = xp + off[n > 1 ? 1 : 0];
+  const A* x2 = xp + off[n > 2 ? 2 : 0];
+  const A* x3 = xp + off[n > 3 ? 3 : 0];
+  A a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+#pragma omp simd reduction(+ : a0, a1, a2, a3)
+  for (int64_t i = 0; i < len; ++i) {
+    const A v = gp[i];
+    a0 += v * x0[i];
+    a1 += v * x1[i];
+    a2 += v * x2[i];
+    a3 += v * x3[i];
+  }
+  const A a[4] = {a0, a1, a2, a3};
+  for (int t = 0; t < n; ++t) sums[t] += a[t];
+}
+
+// The sum of p [n] (its zero columns included: they add nothing), in 16 lanes.
+template <typename A>
+A plane_sum(const A* p, int64_t n) {
+  A sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i) sum += p[i];
+  return sum;
+}
+
+template <typename T>
+void depthwise_weight_grad_t(const Tensor& gy, const Tensor& x, const Tensor& gw, const Tensor& gb,
+                             const Conv2dGeometry& g) {
+  using A = acc_t<T>;
+  const int64_t C = g.C, HW = g.H * g.W, L = g.OH * g.OW, taps = g.KH * g.KW;
+  const int64_t Wp = g.OW + g.DW * (g.KW - 1), Hp = g.OH + g.DH * (g.KH - 1);
+  const int64_t len = (g.OH - 1) * Wp + g.OW;  // the flattened span of gp's valid positions
+  // The input rows and columns that land inside xp (all of them unless the padding is uneven).
+  const int64_t rows = std::min(g.H, Hp - g.PH), cols = std::min(g.W, Wp - g.PW);
+  std::vector<int64_t> offsets(static_cast<size_t>(taps));
+  for (int64_t kh = 0; kh < g.KH; ++kh)
+    for (int64_t kw = 0; kw < g.KW; ++kw) offsets[size_t(kh * g.KW + kw)] = kh * g.DH * Wp + kw * g.DW;
+  const T* X = x.data_ptr<T>();
+  const T* GY = gy.data_ptr<T>();
+  T* GW = gw.defined() ? gw.data_ptr<T>() : nullptr;
+  T* GB = gb.defined() ? gb.data_ptr<T>() : nullptr;
+  const int64_t per_channel = g.N * (taps + 2) * Wp * g.OH;
+  parallel_for(0, C, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(per_channel, 1)),
+               [&](int64_t c0, int64_t c1) {
+                 std::vector<A> xp(static_cast<size_t>(Hp * Wp), A(0)), gp(static_cast<size_t>(g.OH * Wp), A(0)),
+                     sums(static_cast<size_t>(taps));
+                 for (int64_t c = c0; c < c1; ++c) {
+                   std::fill(sums.begin(), sums.end(), A(0));
+                   A bias_sum = 0;
+                   for (int64_t n = 0; n < g.N; ++n) {
+                     const T* xs = X + (n * C + c) * HW;
+                     const T* gs = GY + (n * C + c) * L;
+                     // Only the interior is written: the zero border stays from the allocation.
+                     for (int64_t ih = 0; ih < rows; ++ih) {
+                       A* row = xp.data() + (ih + g.PH) * Wp + g.PW;
+                       for (int64_t iw = 0; iw < cols; ++iw) row[iw] = cast_to<A>(xs[ih * g.W + iw]);
+                     }
+                     for (int64_t oh = 0; oh < g.OH; ++oh) {
+                       A* row = gp.data() + oh * Wp;
+                       for (int64_t ow = 0; ow < g.OW; ++ow) row[ow] = cast_to<A>(gs[oh * g.OW + ow]);
+                     }
+                     if (GB) bias_sum += plane_sum(gp.data(), g.OH * Wp);
+                     if (GW)
+                       for (int64_t t = 0; t < taps; t += 4)
+                         dot_taps<A>(gp.data(), xp.data(), len, offsets.data() + t, int(std::min<int64_t>(4, taps - t)),
+                                     sums.data() + t);
+                   }
+                   if (GW)
+                     for (int64_t t = 0; t < taps; ++t) GW[c * taps + t] = cast_to<T>(sums[size_t(t)]);
+                   if (GB) GB[c] = cast_to<T>(bias_sum);
+                 }
+               });
+}
+
+}  // namespace
+
+void depthwise_weight_grad(const Tensor& gy, const Tensor& x, const Tensor& gw, const Tensor& gb,
+                           const Conv2dGeometry& g) {
+  dispatch_floating(x.dtype(), "conv2d", [&]<typename T>() { depthwise_weight_grad_t<T>(gy, x, gw, gb, g); });
+}
+
+}  // namespace mantissa::cpu
