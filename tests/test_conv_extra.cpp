@@ -52,43 +52,52 @@ TEST(ConvExtra, Float64Gradcheck) {
   for (float v : xb.grad().to_vector<float>()) EXPECT_EQ(v, step);
 }
 
-// A depthwise convolution with unit stride (groups = channels) takes its weight and bias
-// gradients from the CPU's own kernel wherever oneDNN would run a GEMM per plane (beyond 3 x 3,
-// fp64, fp16): all three gradients must equal those of the same convolution written dense in
-// float64 (groups 1, the weight spread on a block diagonal by eye), on inputs rounded to the
-// dtype first. Kernels from 3 x 3 to 7 x 7, an asymmetric one with dilation, no padding, a
-// padding wider than the kernel's reach, channels not a multiple of 16, and a conv1d.
-TEST(ConvExtra, DepthwiseGradientsMatchTheDenseConvolution) {
+// A grouped convolution with few channels per group and unit stride (depthwise, or ResNeXt's
+// groups of 4) takes its weight and bias gradients from the CPU's own kernel wherever oneDNN
+// would run a GEMM per plane (depthwise beyond 3 x 3, small groups, fp64, fp16): all three
+// gradients must equal those of the same convolution written dense in float64 (groups 1, the
+// weight spread on a block diagonal), on inputs rounded to the dtype first. Kernels from 3 x 3
+// to 7 x 7, an asymmetric one with dilation, no padding, a padding wider than the kernel's
+// reach, channels not a multiple of 16, a channel multiplier, groups of 4 and 2 x 8, a conv1d.
+TEST(ConvExtra, SmallGroupGradientsMatchTheDenseConvolution) {
   mt::manual_seed(23);
   struct Case {
     mt::Shape x, w;
+    int64_t groups;
     F::Conv2dFuncOptions o;
   };
   for (const Case& c :
-       {Case{{3, 5, 9, 11}, {5, 1, 3, 3}, {.padding = 1}}, Case{{2, 20, 13, 13}, {20, 1, 7, 7}, {.padding = 3}},
-        Case{{2, 4, 8, 10}, {4, 1, 5, 3}, {.padding = {2, 1}, .dilation = {1, 2}}},
-        Case{{1, 3, 6, 7}, {3, 1, 5, 5}, {}}, Case{{2, 3, 5, 6}, {3, 1, 3, 3}, {.padding = 3}},
-        Case{{2, 6, 1, 40}, {6, 1, 1, 9}, {.padding = {0, 4}}}}) {
-    const int64_t C = c.x[1];
-    F::Conv2dFuncOptions depthwise = c.o;
-    depthwise.groups = C;
+       {Case{{3, 5, 9, 11}, {5, 1, 3, 3}, 5, {.padding = 1}}, Case{{2, 20, 13, 13}, {20, 1, 7, 7}, 20, {.padding = 3}},
+        Case{{2, 4, 8, 10}, {4, 1, 5, 3}, 4, {.padding = {2, 1}, .dilation = {1, 2}}},
+        Case{{1, 3, 6, 7}, {3, 1, 5, 5}, 3, {}}, Case{{2, 3, 5, 6}, {3, 1, 3, 3}, 3, {.padding = 3}},
+        Case{{2, 6, 1, 40}, {6, 1, 1, 9}, 6, {.padding = {0, 4}}}, Case{{2, 3, 7, 7}, {6, 1, 3, 3}, 3, {.padding = 1}},
+        Case{{2, 16, 9, 8}, {16, 4, 3, 3}, 4, {.padding = 1}},
+        Case{{1, 4, 6, 6}, {16, 2, 3, 3}, 2, {.padding = 2, .dilation = 2}}}) {
+    const int64_t C = c.x[1], Cout = c.w[0], Ci = C / c.groups, Co = Cout / c.groups;
+    F::Conv2dFuncOptions grouped = c.o;
+    grouped.groups = c.groups;
+    // dense[o, k] = w[o, k mod Ci] where o and k are in the same group, else 0.
+    std::vector<int64_t> within(static_cast<size_t>(C));
+    std::vector<double> same(static_cast<size_t>(Cout * C));
+    for (int64_t k = 0; k < C; ++k) within[size_t(k)] = k % Ci;
+    for (int64_t o = 0; o < Cout; ++o)
+      for (int64_t k = 0; k < C; ++k) same[size_t(o * C + k)] = o / Co == k / Ci ? 1 : 0;
+    const Tensor index = mt::from_vector(within, {C}), mask = mt::from_vector(same, {Cout, C, 1, 1});
     for (mt::DType t : {mt::kFloat64, mt::kFloat32, mt::kBFloat16, mt::kHalf}) {
-      const std::string what = mt::shape_str(c.w) + " " + mt::dtype_name(t);
+      const std::string what = mt::shape_str(c.w) + " groups " + std::to_string(c.groups) + " " + mt::dtype_name(t);
       Tensor x = mt::randn(c.x).to(t).requires_grad_(), w = mt::randn(c.w).to(t).requires_grad_(),
-             b = mt::randn({C}).to(t).requires_grad_();
-      Tensor y = F::conv2d(x, w, b, depthwise);
+             b = mt::randn({Cout}).to(t).requires_grad_();
+      Tensor y = F::conv2d(x, w, b, grouped);
       Tensor gy = mt::randn(y.sizes()).to(t);
       auto got = mt::autograd::grad({y}, {x, w, b}, {gy});
-      // The dense float64 twin: weight [C, C, KH, KW] zero off the diagonal.
       Tensor x64 = x.detach().to(mt::kFloat64).requires_grad_(), w64 = w.detach().to(mt::kFloat64).requires_grad_(),
              b64 = b.detach().to(mt::kFloat64).requires_grad_();
-      Tensor dense = mt::eye(C, {.dtype = mt::kFloat64}).reshape({C, C, 1, 1}) * w64;
-      Tensor y64 = F::conv2d(x64, dense, b64, c.o);
+      Tensor y64 = F::conv2d(x64, mt::index_select(w64, 1, index) * mask, b64, c.o);
       ASSERT_EQ(y64.sizes(), y.sizes()) << what;
       auto want = mt::autograd::grad({y64}, {x64, w64, b64}, {gy.to(mt::kFloat64)});
       // One step of the dtype on each result, plus fp32 accumulation over the summed positions.
       const double step = t == mt::kFloat64 ? 1e-15 : t == mt::kFloat32 ? 1.2e-7 : t == mt::kHalf ? 9.8e-4 : 7.9e-3;
-      const double terms = double(y.numel() / C);
+      const double terms = double(y.numel() / Cout) * double(Co);
       for (int i = 0; i < 3; ++i) {
         const std::vector<double> g = got[size_t(i)].to(mt::kFloat64).to_vector<double>(),
                                   r = want[size_t(i)].to_vector<double>();

@@ -18,7 +18,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/cpu/conv_depthwise.h"
+#include "core/cpu/conv_grouped.h"
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
 #include "core/cpu/onednn.h"
@@ -319,9 +319,10 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
 
 void conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& gx, const Tensor& gw,
                      const Tensor& gb, const Conv2dGeometry& g) {
-  if (is_unit_stride_depthwise(g) && (gw.defined() || gb.defined()) && !onednn::has_direct_weight_grad(x.dtype(), g)) {
+  if (is_small_group_unit_stride(g) && (gw.defined() || gb.defined()) &&
+      !onednn::has_direct_weight_grad(x.dtype(), g)) {
     if (gx.defined()) conv2d_backward(gy, x, w, gx, Tensor(), Tensor(), g);
-    return depthwise_weight_grad(gy, x, gw, gb, g);
+    return small_group_weight_grad(gy, x, gw, gb, g);
   }
   if (onednn::conv2d_backward(gy, x, w, gx, gw, gb, g)) return;
   if (x.dtype() == DType::Float16) {
