@@ -615,6 +615,23 @@ TEST(TensorCopy, LargePermutingCopiesMoveEveryElement) {
   expect_permuting_copy_moves_every_element(mt::kBFloat16, {4100, 1030}, {1, 0});        // 8200 B: unaligned
 }
 
+// Copies whose destination rows are short (2-7 elements) and strided in the source while the
+// source runs contiguously along another dim go row by row along that dim instead: pixel
+// shuffle's permute by 2 and 3, NCHW -> NHWC of 3 channels, a last dim of 7, a contiguous run
+// shorter than 8 (left to the element loop), every element size.
+TEST(TensorCopy, CopiesAlongTheSourceRowsMoveEveryElement) {
+  struct Case {
+    mt::Shape shape, perm;
+  };
+  const std::vector<Case> cases = {{{2, 3, 2, 2, 5, 9}, {0, 1, 4, 2, 5, 3}},   // pixel shuffle by 2
+                                   {{1, 2, 3, 3, 4, 11}, {0, 1, 4, 2, 5, 3}},  // by 3
+                                   {{2, 3, 6, 17}, {0, 2, 3, 1}},              // NCHW -> NHWC, C = 3
+                                   {{7, 40}, {1, 0}},                          // a last dim of 7
+                                   {{5, 3, 6}, {0, 2, 1}}};                    // runs of 6: element loop
+  for (mt::DType dt : {mt::kFloat32, mt::kBFloat16, mt::kUInt8, mt::kFloat64, mt::kInt64})
+    for (const Case& c : cases) expect_permuting_copy_moves_every_element(dt, c.shape, c.perm);
+}
+
 // Copies that keep the last dim but move rows of at most 256 bytes (attention's head split
 // [B, T, H, E] -> [B, H, T, E]) go row by row along one dim with masked tails; outputs of
 // 8 MiB and more whose rows are whole 64-byte lines by streaming stores in the source's order.
