@@ -52,13 +52,14 @@ TEST(ConvExtra, Float64Gradcheck) {
   for (float v : xb.grad().to_vector<float>()) EXPECT_EQ(v, step);
 }
 
-// A grouped convolution with few channels per group and unit stride (depthwise, or ResNeXt's
-// groups of 4) takes its weight and bias gradients from the CPU's own kernel wherever oneDNN
-// would run a GEMM per plane (depthwise beyond 3 x 3, small groups, fp64, fp16): all three
+// A grouped convolution with few channels per group (depthwise, or ResNeXt's groups of 4) takes
+// its weight and bias gradients from the CPU's own kernel wherever oneDNN would run a GEMM per
+// plane (depthwise beyond 3 x 3, small groups, strides, fp64, fp16): all three
 // gradients must equal those of the same convolution written dense in float64 (groups 1, the
 // weight spread on a block diagonal), on inputs rounded to the dtype first. Kernels from 3 x 3
 // to 7 x 7, an asymmetric one with dilation, no padding, a padding wider than the kernel's
-// reach, channels not a multiple of 16, a channel multiplier, groups of 4 and 2 x 8, a conv1d.
+// reach, channels not a multiple of 16, a channel multiplier, groups of 4 and 2 x 8, a conv1d,
+// strides 2 and 3 (with dilation, and a padding past the stride).
 TEST(ConvExtra, SmallGroupGradientsMatchTheDenseConvolution) {
   mt::manual_seed(23);
   struct Case {
@@ -72,7 +73,11 @@ TEST(ConvExtra, SmallGroupGradientsMatchTheDenseConvolution) {
         Case{{1, 3, 6, 7}, {3, 1, 5, 5}, 3, {}}, Case{{2, 3, 5, 6}, {3, 1, 3, 3}, 3, {.padding = 3}},
         Case{{2, 6, 1, 40}, {6, 1, 1, 9}, 6, {.padding = {0, 4}}}, Case{{2, 3, 7, 7}, {6, 1, 3, 3}, 3, {.padding = 1}},
         Case{{2, 16, 9, 8}, {16, 4, 3, 3}, 4, {.padding = 1}},
-        Case{{1, 4, 6, 6}, {16, 2, 3, 3}, 2, {.padding = 2, .dilation = 2}}}) {
+        Case{{1, 4, 6, 6}, {16, 2, 3, 3}, 2, {.padding = 2, .dilation = 2}},
+        Case{{2, 6, 11, 12}, {6, 1, 5, 5}, 6, {.stride = 2, .padding = 2}},
+        Case{{2, 4, 10, 13}, {4, 1, 3, 4}, 4, {.stride = {2, 3}, .padding = 1, .dilation = {2, 1}}},
+        Case{{2, 8, 9, 9}, {8, 2, 3, 3}, 4, {.stride = 2, .padding = 1}},
+        Case{{1, 3, 8, 8}, {3, 1, 3, 3}, 3, {.stride = 3, .padding = 4}}}) {
     const int64_t C = c.x[1], Cout = c.w[0], Ci = C / c.groups, Co = Cout / c.groups;
     F::Conv2dFuncOptions grouped = c.o;
     grouped.groups = c.groups;

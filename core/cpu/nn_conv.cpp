@@ -319,8 +319,7 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
 
 void conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& gx, const Tensor& gw,
                      const Tensor& gb, const Conv2dGeometry& g) {
-  if (is_small_group_unit_stride(g) && (gw.defined() || gb.defined()) &&
-      !onednn::has_direct_weight_grad(x.dtype(), g)) {
+  if (is_small_group(g) && (gw.defined() || gb.defined()) && !onednn::has_direct_weight_grad(x.dtype(), g)) {
     if (gx.defined()) conv2d_backward(gy, x, w, gx, Tensor(), Tensor(), g);
     return small_group_weight_grad(gy, x, gw, gb, g);
   }

@@ -1,15 +1,17 @@
-// The weight gradient of a grouped convolution with few channels per group and unit stride
-// (conv_grouped.h).
+// The weight gradient of a grouped convolution with few channels per group (conv_grouped.h).
 //
-//   gw[o, i, kh, kw] = sum over n, oh, ow of gy[n, o, oh, ow] x[n, i, oh + kh DH - PH, ow + kw DW - PW]
+//   gw[o, i, kh, kw] = sum over n, oh, ow of
+//                      gy[n, o, oh, ow] x[n, i, oh SH + kh DH - PH, ow SW + kw DW - PW]
 //   (o an output channel of group g, i an input channel of the same group)
 //
-// Each (sample, channel) plane of x is copied into a zero-padded plane xp [OH + DH (KH-1), Wp]
-// with Wp = OW + DW (KW-1), and gy's plane into gp [OH, Wp] with zeros past column OW. Flattened,
-// every tap of every (o, i) pair is then one dot product of gp with xp shifted by
-// kh DH Wp + kw DW: the zero columns of gp cancel the positions that would wrap into the next
-// row. Four taps share each load of gp. Groups are spread over threads; each sums its samples
-// in order (deterministic).
+// Each (sample, channel) plane of x is split into SH x SW phase planes of the zero-padded input
+// (phase (a, b) holds padded rows a, a + SH, ... and columns b, b + SW, ...; with unit stride the
+// padded plane itself), each [OH + (KH-1) DH / SH, Wp], Wp = OW + (KW-1) DW / SW, and gy's plane
+// is copied into gp [OH, Wp] with zeros past column OW. Tap (kh, kw) reads phase
+// (kh DH % SH, kw DW % SW) shifted by kh DH / SH rows and kw DW / SW columns with unit stride:
+// flattened, one dot product of gp with the phase at that offset, the zero columns of gp
+// cancelling the positions that would wrap into the next row. Four taps share each load of gp.
+// Groups are spread over threads; each sums its samples in order (deterministic).
 #include <algorithm>
 #include <vector>
 
@@ -18,9 +20,7 @@
 
 namespace mantissa::cpu {
 
-bool is_small_group_unit_stride(const Conv2dGeometry& g) {
-  return g.groups > 1 && (g.C / g.groups) * (g.Cout / g.groups) <= 16 && g.SH == 1 && g.SW == 1;
-}
+bool is_small_group(const Conv2dGeometry& g) { return g.groups > 1 && (g.C / g.groups) * (g.Cout / g.groups) <= 16; }
 
 namespace {
 
@@ -53,28 +53,44 @@ A plane_sum(const A* p, int64_t n) {
   return sum;
 }
 
+// One direction of the geometry: input size `in`, output `out`, kernel k, stride S, padding P,
+// dilation D. Tap j reads padded index o S + j D = (o + j D / S) S + j D % S: phase j D % S at
+// shift j D / S; each phase holds `span` = out + (k - 1) D / S positions.
+struct Axis {
+  int64_t in, out, k, S, P, D, span;
+  Axis(int64_t in_, int64_t out_, int64_t k_, int64_t S_, int64_t P_, int64_t D_)
+      : in(in_), out(out_), k(k_), S(S_), P(P_), D(D_), span(out_ + (k_ - 1) * D_ / S_) {}
+  // The positions [lo, hi) of phase a that hold an input element (the rest is padding).
+  void inside(int64_t a, int64_t& lo, int64_t& hi) const {
+    lo = P > a ? (P - a + S - 1) / S : 0;
+    hi = std::clamp<int64_t>((in + P - a + S - 1) / S, lo, span);
+    lo = std::min(lo, hi);
+  }
+};
+
 template <typename T>
 void small_group_weight_grad_t(const Tensor& gy, const Tensor& x, const Tensor& gw, const Tensor& gb,
                                const Conv2dGeometry& g) {
   using A = acc_t<T>;
   const int64_t G = g.groups, Ci = g.C / G, Co = g.Cout / G;
   const int64_t HW = g.H * g.W, L = g.OH * g.OW, taps = g.KH * g.KW;
-  const int64_t Wp = g.OW + g.DW * (g.KW - 1), Hp = g.OH + g.DH * (g.KH - 1);
-  const int64_t xplane = Hp * Wp, gplane = g.OH * Wp;
+  const Axis rows(g.H, g.OH, g.KH, g.SH, g.PH, g.DH), cols(g.W, g.OW, g.KW, g.SW, g.PW, g.DW);
+  const int64_t Wp = cols.span, phase = rows.span * Wp, xplane = g.SH * g.SW * phase, gplane = g.OH * Wp;
   const int64_t len = (g.OH - 1) * Wp + g.OW;  // the flattened span of gp's valid positions
-  // The input rows and columns that land inside xp (all of them unless the padding is uneven).
-  const int64_t rows = std::min(g.H, Hp - g.PH), cols = std::min(g.W, Wp - g.PW);
   std::vector<int64_t> offsets(static_cast<size_t>(taps));
   for (int64_t kh = 0; kh < g.KH; ++kh)
-    for (int64_t kw = 0; kw < g.KW; ++kw) offsets[size_t(kh * g.KW + kw)] = kh * g.DH * Wp + kw * g.DW;
+    for (int64_t kw = 0; kw < g.KW; ++kw)
+      offsets[size_t(kh * g.KW + kw)] =
+          (kh * g.DH % g.SH * g.SW + kw * g.DW % g.SW) * phase + kh * g.DH / g.SH * Wp + kw * g.DW / g.SW;
   const T* X = x.data_ptr<T>();
   const T* GY = gy.data_ptr<T>();
   T* GW = gw.defined() ? gw.data_ptr<T>() : nullptr;
   T* GB = gb.defined() ? gb.data_ptr<T>() : nullptr;
-  const int64_t per_group = g.N * (Co * Ci * taps + Ci + Co) * gplane;
+  const int64_t per_group = g.N * ((Co * Ci * taps + Co) * gplane + Ci * xplane);
   parallel_for(0, G, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(per_group, 1)),
                [&](int64_t g0, int64_t g1) {
-                 // Only the planes' interiors are written: the zero borders stay from the allocation.
+                 // Only the positions that hold input elements are written: the padding's zeros stay from the
+                 // allocation (they depend on the geometry alone).
                  std::vector<A> xp(static_cast<size_t>(Ci * xplane), A(0)), gp(static_cast<size_t>(Co * gplane), A(0)),
                      sums(static_cast<size_t>(Co * Ci * taps)), bias_sums(static_cast<size_t>(Co));
                  for (int64_t gi = g0; gi < g1; ++gi) {
@@ -83,10 +99,18 @@ void small_group_weight_grad_t(const Tensor& gy, const Tensor& x, const Tensor& 
                    for (int64_t n = 0; n < g.N; ++n) {
                      for (int64_t i = 0; i < Ci; ++i) {
                        const T* xs = X + (n * g.C + gi * Ci + i) * HW;
-                       for (int64_t ih = 0; ih < rows; ++ih) {
-                         A* row = xp.data() + i * xplane + (ih + g.PH) * Wp + g.PW;
-                         for (int64_t iw = 0; iw < cols; ++iw) row[iw] = cast_to<A>(xs[ih * g.W + iw]);
-                       }
+                       for (int64_t ah = 0; ah < g.SH; ++ah)
+                         for (int64_t aw = 0; aw < g.SW; ++aw) {
+                           int64_t r0, r1, c0, c1;
+                           rows.inside(ah, r0, r1);
+                           cols.inside(aw, c0, c1);
+                           A* ph = xp.data() + i * xplane + (ah * g.SW + aw) * phase;
+                           for (int64_t r = r0; r < r1; ++r) {
+                             const T* src = xs + (r * g.SH + ah - g.PH) * g.W + aw - g.PW;
+                             A* row = ph + r * Wp;
+                             for (int64_t c = c0; c < c1; ++c) row[c] = cast_to<A>(src[c * g.SW]);
+                           }
+                         }
                      }
                      for (int64_t o = 0; o < Co; ++o) {
                        const T* gs = GY + (n * g.Cout + gi * Co + o) * L;
