@@ -502,6 +502,22 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
                   [&](auto off, int64_t len, auto st) { row(pa + off[1], pb + off[2], y + off[0], len, st); });
 }
 
+// The coalesced layout of a copy that moves the last dim: y with unit stride along the last
+// dim and x without, m the dim along which x has unit stride (-1 when none, or when the copy
+// does not move the last dim). Strides: st[0] y's, st[1] x's.
+struct MovedLastDim {
+  Shape shape;
+  std::array<Shape, 2> st;
+  int64_t last = 0, m = -1;
+  MovedLastDim(const Shape& sizes, const Shape& src_st, const Shape& dst_st) {
+    coalesce_dims<2>(sizes, {dst_st, src_st}, shape, st);
+    last = int64_t(shape.size()) - 1;
+    if (last < 1 || st[0][size_t(last)] != 1 || st[1][size_t(last)] == 1) return;
+    for (int64_t d = 0; d < last; ++d)
+      if (st[1][size_t(d)] == 1) m = d;
+  }
+};
+
 // A permuting copy (a transpose, a permute that moves the last dim): y [.., m, .., n] with
 // unit stride along n, x with unit stride along m. Element by element one side would walk a new
 // cache line per element (0.8 GB/s); 16 x 16 tiles keep both sides' lines in cache, and a whole
@@ -510,14 +526,10 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
 // Returns false when the layout is not that case.
 template <typename U>
 bool copy_tiled(const U* x, U* y, const Shape& sizes, const Shape& src_st, const Shape& dst_st) {
-  Shape shape;
-  std::array<Shape, 2> st;
-  coalesce_dims<2>(sizes, {dst_st, src_st}, shape, st);
-  const int64_t nd = int64_t(shape.size()), last = nd - 1;
-  if (nd < 2 || st[0][size_t(last)] != 1 || st[1][size_t(last)] == 1) return false;
-  int64_t m = -1;  // the dim along which x is contiguous
-  for (int64_t d = 0; d < last; ++d)
-    if (st[1][size_t(d)] == 1) m = d;
+  MovedLastDim layout(sizes, src_st, dst_st);
+  const Shape& shape = layout.shape;
+  const std::array<Shape, 2>& st = layout.st;
+  const int64_t last = layout.last, m = layout.m;
   if (m < 0 || shape[size_t(m)] < 8 || shape[size_t(last)] < 8) return false;
   constexpr int64_t kTile = 16;
   // 2- and 4-byte elements on AVX-512 go in 64 x 64 blocks through buffers
@@ -645,15 +657,11 @@ bool copy_short_rows(const U* x, U* y, const Shape& sizes, const Shape& src_st, 
 // shuffle by 2, fp32: 4.8 GB/s through rows of 2). Returns false when the layout is not that case.
 template <typename U>
 bool copy_along_source_rows(const U* x, U* y, const Shape& sizes, const Shape& src_st, const Shape& dst_st) {
-  Shape shape;
-  std::array<Shape, 2> st;
-  coalesce_dims<2>(sizes, {dst_st, src_st}, shape, st);
-  const int64_t nd = int64_t(shape.size()), last = nd - 1;
-  if (nd < 2 || st[0][size_t(last)] != 1 || st[1][size_t(last)] == 1 || shape[size_t(last)] >= 8) return false;
-  int64_t m = -1;  // the dim along which x is contiguous
-  for (int64_t d = 0; d < last; ++d)
-    if (st[1][size_t(d)] == 1) m = d;
-  if (m < 0 || shape[size_t(m)] < 8) return false;
+  MovedLastDim layout(sizes, src_st, dst_st);
+  const Shape& shape = layout.shape;
+  const std::array<Shape, 2>& st = layout.st;
+  const int64_t nd = layout.last + 1, m = layout.m;
+  if (m < 0 || shape[size_t(layout.last)] >= 8 || shape[size_t(m)] < 8) return false;
   // m moves to the end: the rows' dim.
   Shape rshape;
   std::array<Shape, 2> rst;
