@@ -81,6 +81,23 @@ Tensor index_corner(const Tensor& t, const Tensor& index, int64_t dim) {
     if (d != dim) sizes[size_t(d)] = index.size(d);
   return sizes == t.sizes() ? t : make_view(t, sizes, t.strides(), t.offset());
 }
+
+// y[.., idx[..], ..] += src[..] along dim, in place, with no autograd record (y: a fresh
+// tensor). The kernel takes src and the output with the index's sizes (outside dim, for the
+// output): a smaller index (PyTorch requires only <=) scatters into the leading corner of y.
+void add_at(const Tensor& y, int64_t dim, const Tensor& idx, const Tensor& src) {
+  if (idx.numel() == 0) return;
+  Tensor src_used = launch::contiguous(index_corner(src, idx, -1));
+  Tensor corner = index_corner(y, idx, dim);
+  if (corner.sizes() == y.sizes()) {
+    backend_for(y.device()).scatter_add(y, dim, idx, src_used);
+  } else {
+    Tensor part = launch::contiguous(corner);  // an alias of y when the corner is contiguous
+    backend_for(y.device()).scatter_add(part, dim, idx, src_used);
+    if (!corner.is_contiguous()) backend_for(y.device()).copy(part, corner);
+  }
+}
+
 }  // namespace
 
 Tensor gather(const Tensor& x, int64_t dim_in, const Tensor& index) {
@@ -98,7 +115,10 @@ Tensor gather(const Tensor& x, int64_t dim_in, const Tensor& index) {
   if (y.numel() > 0) backend_for(x.device()).gather(launch::contiguous(index_corner(x, index, dim)), dim, idx, y);
   if (needs_grad({x})) {
     record("gather", {x}, y, [shape = x.sizes(), dim, idx](const Tensor& g, auto&) {
-      return Grads{scatter_add(zeros(shape, {.dtype = g.dtype(), .device = g.device()}), dim, idx, g)};
+      Tensor gx = zeros(shape, {.dtype = g.dtype(), .device = g.device()});
+      if (GradMode::is_enabled()) return Grads{scatter_add(gx, dim, idx, g)};  // differentiable: double backward
+      add_at(gx, dim, idx, g);  // in place: scatter_add's copy of its zeros was a third pass
+      return Grads{gx};
     });
   }
   return y;
@@ -120,19 +140,7 @@ Tensor scatter_add(const Tensor& x0, int64_t dim_in, const Tensor& index, const 
   Tensor idx = checked_index("scatter_add", index, x.size(dim), x, dim);
   Tensor y = make_tensor(x.sizes(), x.dtype(), x.device());
   backend_for(x.device()).copy(x, y);
-  if (idx.numel() > 0) {
-    // The kernel takes src and the output with the index's sizes (outside dim, for the output):
-    // a smaller index (PyTorch requires only <=) scatters into the leading corner of y.
-    Tensor src_used = launch::contiguous(index_corner(src, index, -1));
-    Tensor corner = index_corner(y, index, dim);
-    if (corner.sizes() == y.sizes()) {
-      backend_for(x.device()).scatter_add(y, dim, idx, src_used);
-    } else {
-      Tensor part = launch::contiguous(corner);  // an alias of y when the corner is contiguous
-      backend_for(x.device()).scatter_add(part, dim, idx, src_used);
-      if (!corner.is_contiguous()) backend_for(x.device()).copy(part, corner);
-    }
-  }
+  add_at(y, dim, idx, src);
   if (needs_grad({x, src})) {
     record("scatter_add", {x, src}, y, [dim, idx, src_shape = src.sizes()](const Tensor& g, auto& need) {
       Tensor gs;
