@@ -196,9 +196,10 @@ TEST(ElementwiseViews, BinaryOpsWithPermutedOperandsEqualTheContiguousKernels) {
 }
 
 // A column broadcast over short rows ([N, k] op [N, 1] and [N, 1] op [N, k]: the rows' own loop
-// with k a constant for 16, 32 and 64) gives the bits of the same op on the column expanded to a
-// contiguous copy, for rows adjacent and rows of a narrow (stride 2k), and a length with no
-// constant (24).
+// with k a constant for 16, 32 and 64, and for + - * / with any k) gives the bits of the same op
+// on the column expanded to a contiguous copy, for rows adjacent and rows of a narrow (stride
+// 2k), lengths with no constant (24, 128, 203), and rows that are one row expanded ([B, 1, k]
+// over [B, T, k] against [B, T, 1]: the row's stride 0 between rows).
 TEST(ElementwiseViews, ColumnOverShortRowsEqualsTheExpandedColumn) {
   mt::manual_seed(31);
   using Op = mt::Tensor (*)(const mt::Tensor&, const mt::Tensor&);
@@ -211,7 +212,7 @@ TEST(ElementwiseViews, ColumnOverShortRowsEqualsTheExpandedColumn) {
       {"pow", [](const mt::Tensor& a, const mt::Tensor& b) { return mt::pow(a, b); }},
   };
   for (mt::DType dt : {mt::kFloat32, mt::kFloat64, mt::kInt64, mt::kBFloat16})
-    for (int64_t k : {16, 32, 64, 24})
+    for (int64_t k : {16, 32, 64, 24, 128, 203})
       for (bool narrow : {false, true}) {
         const mt::Tensor whole = (mt::rand({37, 2 * k}) * 3.0 + 0.5).to(dt);
         const mt::Tensor rows = narrow ? whole.narrow(1, 0, k) : whole.narrow(1, 0, k).contiguous();
@@ -222,6 +223,14 @@ TEST(ElementwiseViews, ColumnOverShortRowsEqualsTheExpandedColumn) {
               name + ", k " + std::to_string(k) + (narrow ? " narrow, " : ", ") + mt::dtype_name(dt);
           expect_same(op(rows, column), op(rows.contiguous(), wide), what + ": rows op column");
           expect_same(op(column, rows), op(wide, rows.contiguous()), what + ": column op rows");
+        }
+        const mt::Tensor row = (mt::rand({2, 1, k}) * 3.0 + 0.5).to(dt), spread = row.expand({2, 5, k});
+        const mt::Tensor col = (mt::rand({2, 5, 1}) * 2.0 + 0.5).to(dt), col_wide = col.expand({2, 5, k}).contiguous();
+        for (const auto& [name, op] : ops) {
+          if (name == "div" && dt == mt::kInt64) continue;
+          const std::string what = name + ", k " + std::to_string(k) + ", " + mt::dtype_name(dt);
+          expect_same(op(spread, col), op(spread.contiguous(), col_wide), what + ": expanded row op column");
+          expect_same(op(col, spread), op(col_wide, spread.contiguous()), what + ": column op expanded row");
         }
       }
 }
