@@ -24,24 +24,43 @@ bool is_small_group(const Conv2dGeometry& g) { return g.groups > 1 && (g.C / g.g
 
 namespace {
 
-// Up to four taps' dot products of gp [len] with xp at offsets off[0..n): accumulated into sums.
-template <typename A>
-void dot_taps(const A* gp, const A* xp, int64_t len, const int64_t* off, int n, A* sums) {
+// N (1 to 4) taps' dot products of gp [len] with xp at offsets off[0..N): added into sums.
+// A remainder of fewer than four taps computes only those (a 3 x 3 kernel's ninth tap alone,
+// not three dot products beside it thrown away).
+template <int N, typename A>
+void dot_taps(const A* gp, const A* xp, int64_t len, const int64_t* off, A* sums) {
   const A* x0 = xp + off[0];
-  const A* x1 = xp + off[n > 1 ? 1 : 0];
-  const A* x2 = xp + off[n > 2 ? 2 : 0];
-  const A* x3 = xp + off[n > 3 ? 3 : 0];
+  const A* x1 = xp + off[N > 1 ? 1 : 0];
+  const A* x2 = xp + off[N > 2 ? 2 : 0];
+  const A* x3 = xp + off[N > 3 ? 3 : 0];
   A a0 = 0, a1 = 0, a2 = 0, a3 = 0;
 #pragma omp simd reduction(+ : a0, a1, a2, a3)
   for (int64_t i = 0; i < len; ++i) {
     const A v = gp[i];
     a0 += v * x0[i];
-    a1 += v * x1[i];
-    a2 += v * x2[i];
-    a3 += v * x3[i];
+    if constexpr (N > 1) a1 += v * x1[i];
+    if constexpr (N > 2) a2 += v * x2[i];
+    if constexpr (N > 3) a3 += v * x3[i];
   }
   const A a[4] = {a0, a1, a2, a3};
-  for (int t = 0; t < n; ++t) sums[t] += a[t];
+  for (int t = 0; t < N; ++t) sums[t] += a[t];
+}
+
+// All `taps` dot products of gp with xp at offsets off, four at a time.
+template <typename A>
+void dot_all_taps(const A* gp, const A* xp, int64_t len, const int64_t* off, int64_t taps, A* sums) {
+  int64_t t = 0;
+  for (; t + 4 <= taps; t += 4) dot_taps<4>(gp, xp, len, off + t, sums + t);
+  switch (taps - t) {
+    case 3:
+      return dot_taps<3>(gp, xp, len, off + t, sums + t);
+    case 2:
+      return dot_taps<2>(gp, xp, len, off + t, sums + t);
+    case 1:
+      return dot_taps<1>(gp, xp, len, off + t, sums + t);
+    default:
+      return;
+  }
 }
 
 // The sum of p [n] (its zero columns included: they add nothing), in 16 lanes.
@@ -121,9 +140,8 @@ void small_group_weight_grad_t(const Tensor& gy, const Tensor& x, const Tensor& 
                        if (GB) bias_sums[size_t(o)] += plane_sum(gp.data() + o * gplane, gplane);
                        if (!GW) continue;
                        for (int64_t i = 0; i < Ci; ++i)
-                         for (int64_t t = 0; t < taps; t += 4)
-                           dot_taps<A>(gp.data() + o * gplane, xp.data() + i * xplane, len, offsets.data() + t,
-                                       int(std::min<int64_t>(4, taps - t)), sums.data() + (o * Ci + i) * taps + t);
+                         dot_all_taps(gp.data() + o * gplane, xp.data() + i * xplane, len, offsets.data(), taps,
+                                      sums.data() + (o * Ci + i) * taps);
                      }
                    }
                    const int64_t wsize = Co * Ci * taps;
