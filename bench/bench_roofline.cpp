@@ -12,6 +12,7 @@
 //   build/bench/bench_roofline                 # quick set: 64K, 1M and 4M elements
 //   build/bench/bench_roofline --full          # 64K ... 64M elements
 //   build/bench/bench_roofline --benchmark_filter=softmax
+//   build/bench/bench_roofline --no-streaming  # plain stores only (core/cpu/streaming_store.h)
 #include <benchmark/benchmark.h>
 #include <mantissa.h>
 #include <omp.h>
@@ -24,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/cpu/streaming_store.h"
 #include "core/cpu/vec_math.h"
 
 namespace mt = mantissa;
@@ -398,6 +400,8 @@ int main(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) {
     if (std::strcmp(argv[i], "--full") == 0)
       full = true;
+    else if (std::strcmp(argv[i], "--no-streaming") == 0)
+      mt::cpu::set_streaming_cache_bytes(int64_t(1) << 50);  // plain stores only: the A/B of streaming
     else
       args.push_back(argv[i]);
   }

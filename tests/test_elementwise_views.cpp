@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu/streaming_store.h"
 #include "core/elementwise_math.h"
 
 namespace mt = mantissa;
@@ -448,5 +449,107 @@ TEST(ElementwiseViews, ClampMatchesItsDefinitionElementByElement) {
             std::isnan(want) ? !std::isnan(got[i]) : std::bit_cast<uint64_t>(got[i]) != std::bit_cast<uint64_t>(want);
       }
       EXPECT_EQ(wrong, 0) << mt::dtype_name(dt) << " clamp(" << lo << ", " << hi << ")";
+    }
+}
+
+namespace {
+
+// Sets the cache size the CPU kernels' streaming-store choice assumes while it lives (1: every
+// output streamed; core/cpu/streaming_store.h), and restores the previous one.
+struct StreamingCache {
+  int64_t previous;
+  explicit StreamingCache(int64_t bytes) : previous(mt::cpu::set_streaming_cache_bytes(bytes)) {}
+  ~StreamingCache() { mt::cpu::set_streaming_cache_bytes(previous); }
+};
+
+}  // namespace
+
+// Outputs too large for the caches are written by streaming stores through a 1 KiB stage
+// (write_streamed): an unaligned head, whole lines, a partial tail, per thread. Every element
+// must be the one plain stores write: unary, binary, tensor-scalar ops, casts, fills and copies,
+// out of place and in place on views that start mid-line, lengths around the thread split.
+TEST(ElementwiseViews, StreamedOutputsEqualThePlainStores) {
+  using Op = std::function<mt::Tensor(const mt::Tensor&, const mt::Tensor&)>;
+  const std::vector<std::pair<std::string, Op>> ops = {
+      {"exp", [](const mt::Tensor& a, const mt::Tensor&) { return mt::exp(a); }},
+      {"relu", [](const mt::Tensor& a, const mt::Tensor&) { return mt::relu(a); }},
+      {"neg", [](const mt::Tensor& a, const mt::Tensor&) { return mt::neg(a); }},
+      {"sigmoid", [](const mt::Tensor& a, const mt::Tensor&) { return mt::sigmoid(a); }},
+      {"gelu", [](const mt::Tensor& a, const mt::Tensor&) { return mt::gelu(a); }},
+      {"mul", [](const mt::Tensor& a, const mt::Tensor& b) { return a * b; }},
+      {"add", [](const mt::Tensor& a, const mt::Tensor& b) { return a + b; }},
+      {"a * 2.5", [](const mt::Tensor& a, const mt::Tensor&) { return a * 2.5; }},
+      {"to fp32", [](const mt::Tensor& a, const mt::Tensor&) { return a.to(mt::kFloat32); }},
+      {"to bf16", [](const mt::Tensor& a, const mt::Tensor&) { return a.to(mt::kBFloat16); }},
+      {"to fp16", [](const mt::Tensor& a, const mt::Tensor&) { return a.to(mt::kHalf); }},
+      {"to fp64", [](const mt::Tensor& a, const mt::Tensor&) { return a.to(mt::kFloat64); }},
+      {"clone", [](const mt::Tensor& a, const mt::Tensor&) { return a.clone(); }},
+      {"full_like", [](const mt::Tensor& a, const mt::Tensor&) { return mt::full_like(a, 1.75); }},
+      // In place on views that start 1-5 elements into a line: the head before the first whole
+      // line is written straight, and the copy's and fill's destinations are such views too.
+      {"mul_ of a view at +3",
+       [](const mt::Tensor& a, const mt::Tensor&) {
+         mt::Tensor c = a.clone();
+         c.narrow(0, 3, a.size(0) - 3).mul_(-1.5);
+         return c;
+       }},
+      {"copy_ into a view at +1",
+       [](const mt::Tensor& a, const mt::Tensor& b) {
+         mt::Tensor c = b.clone();
+         c.narrow(0, 1, a.size(0) - 1).copy_(a.narrow(0, 0, a.size(0) - 1));
+         return c;
+       }},
+      {"fill_ of a view at +5",
+       [](const mt::Tensor& a, const mt::Tensor&) {
+         mt::Tensor c = a.clone();
+         c.narrow(0, 5, a.size(0) - 5).fill_(-2.0);
+         return c;
+       }},
+  };
+  mt::manual_seed(9);
+  for (mt::DType dt : {mt::kFloat32, mt::kBFloat16, mt::kHalf, mt::kFloat64, mt::kInt32, mt::kUInt8})
+    for (int64_t n : {6, 17, 1000, 40013, 70001, 262147}) {
+      const mt::Tensor a = sample({n}, dt), b = sample({n}, dt);
+      for (const auto& [name, op] : ops) {
+        const std::string what = name + ", " + mt::dtype_name(dt) + " [" + std::to_string(n) + "]";
+        mt::Tensor plain;
+        {
+          const StreamingCache none(int64_t(1) << 50);
+          try {
+            plain = op(a, b);
+          } catch (const mt::Error&) {
+            continue;  // not defined for this dtype
+          }
+        }
+        const StreamingCache all(1);
+        expect_same(op(a, b), plain, what + ", streamed");
+      }
+    }
+  // Broadcast operands over rows of 33000 (streamed row by row where a row has 64 KiB or more):
+  // a bias row, a per-row column on either side, where / masked_fill with a mask row.
+  const std::vector<std::pair<std::string, Op>> row_ops = {
+      {"a + bias row", [](const mt::Tensor& a, const mt::Tensor& b) { return a + b.select(0, 0); }},
+      {"a * column", [](const mt::Tensor& a, const mt::Tensor& b) { return a * b.narrow(1, 0, 1); }},
+      {"column - a", [](const mt::Tensor& a, const mt::Tensor& b) { return b.narrow(1, 0, 1) - a; }},
+      {"maximum(a, column)",
+       [](const mt::Tensor& a, const mt::Tensor& b) { return mt::maximum(a, b.narrow(1, 5, 1)); }},
+      {"where(mask row, a, b)",
+       [](const mt::Tensor& a, const mt::Tensor& b) { return mt::where(b.select(0, 1) > 0.0, a, b); }},
+      {"masked_fill(a, mask, -7)",
+       [](const mt::Tensor& a, const mt::Tensor& b) { return mt::masked_fill(a, b.narrow(0, 0, 1) < 0.0, -7.0); }},
+  };
+  for (mt::DType dt : {mt::kFloat32, mt::kBFloat16, mt::kFloat64, mt::kInt32})
+    for (int64_t rows : {3, 40}) {
+      const mt::Tensor a = sample({rows, 33000}, dt), b = sample({rows, 33000}, dt);
+      for (const auto& [name, op] : row_ops) {
+        mt::Tensor plain;
+        {
+          const StreamingCache none(int64_t(1) << 50);
+          plain = op(a, b);
+        }
+        const StreamingCache all(1);
+        expect_same(op(a, b), plain,
+                    name + ", " + mt::dtype_name(dt) + " [" + std::to_string(rows) + ", 33000], streamed");
+      }
     }
 }

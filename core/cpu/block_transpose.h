@@ -8,6 +8,8 @@
 #include <cstring>
 #include <numeric>
 
+#include "core/cpu/streaming_store.h"
+
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
@@ -181,14 +183,11 @@ inline void block_transpose_64x64(const U* src, int64_t ss, U* dst, int64_t ds, 
     for (int64_t j = 0; j < kB; ++j) std::memcpy(dst + j * ds, b + j * kPitch, kB * sizeof(U));
   }
 }
-// Orders the streaming stores of block_transpose_64x64(..., true) before later loads and stores.
-inline void streaming_stores_done() { _mm_sfence(); }
 #else
 template <typename U>
 constexpr bool has_block64_transpose = false;
 template <typename U>
 inline void block_transpose_64x64(const U*, int64_t, U*, int64_t, bool = false) {}
-inline void streaming_stores_done() {}
 #endif
 
 #if !defined(__AVX2__)

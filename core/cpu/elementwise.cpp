@@ -10,6 +10,7 @@
 #include "core/cpu/block_transpose.h"
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
+#include "core/cpu/streaming_store.h"
 #include "core/cpu/vec_math.h"
 #include "core/cpu/vector_libm.h"
 #include "core/elementwise_dispatch.h"
@@ -25,6 +26,32 @@ T* ptr(const Tensor& t) {
 
 bool same_layout_contiguous(const Tensor& a, const Tensor& b) {
   return a.is_contiguous() && b.is_contiguous() && a.sizes() == b.sizes();
+}
+
+// body(dst, offset, m) writes elements [offset, offset + m) of y's n contiguous elements to dst:
+// run over threads, each range by streaming stores (write_streamed) where the op's footprint (y
+// and in_bytes read) is too large for its output to stay in cache (worth_streaming), else
+// straight into y.
+template <typename Out, typename Body>
+void parallel_write(Out* y, int64_t n, int64_t in_bytes, Body&& body) {
+  const int threads = n > kParallelGrain ? omp_get_max_threads() : 1;
+  const bool stream = worth_streaming(n * int64_t(sizeof(Out)) + in_bytes, threads);
+  parallel_for(0, n, kParallelGrain, [&](int64_t b, int64_t e) {
+    if (stream)
+      write_streamed(y + b, e - b, [&](Out* d, int64_t o, int64_t m) { body(d, b + o, m); });
+    else
+      body(y + b, b, e - b);
+  });
+}
+
+// Whether an op writing `out` (contiguous) and reading in_bytes streams its rows of at least
+// kStreamRowBytes (write_streamed per row). Each row ends in a fence, which waits for the row's
+// lines to leave: fenced every 4 KiB, a streamed add ran 1.6x slower than fenced once (and
+// slower than plain stores), every 16 KiB 1.2x, every 64 KiB the same.
+constexpr int64_t kStreamRowBytes = 64 << 10;
+bool stream_rows(const Tensor& out, int64_t in_bytes) {
+  return out.is_contiguous() &&
+         worth_streaming(out.nbytes() + in_bytes, out.numel() > kParallelGrain ? omp_get_max_threads() : 1);
 }
 
 // `bytes` (a short row: up to a few hundred) from src to dst: whole zmm moves, a ymm and an
@@ -324,7 +351,7 @@ void unary_loop(const Tensor& in, const Tensor& out, F f) {
   Out* y = ptr<Out>(out);
   const int64_t n = out.numel();
   if (same_layout_contiguous(in, out)) {
-    parallel_for(0, n, kParallelGrain, [&](int64_t b, int64_t e) { unary_block<Acc>(f, x + b, y + b, e - b); });
+    parallel_write(y, n, in.nbytes(), [&](Out* d, int64_t o, int64_t m) { unary_block<Acc>(f, x + o, d, m); });
     return;
   }
   // An input read across its rows (autocast's cast of k^T, an activation of a transposed view):
@@ -337,7 +364,7 @@ void unary_loop(const Tensor& in, const Tensor& out, F f) {
       Tensor staged = make_tensor(in.sizes(), in.dtype(), in.device());
       copy(in, staged);
       const In* s = ptr<In>(staged);
-      parallel_for(0, n, kParallelGrain, [&](int64_t b, int64_t e) { unary_block<Acc>(f, s + b, y + b, e - b); });
+      parallel_write(y, n, in.nbytes(), [&](Out* d, int64_t o, int64_t m) { unary_block<Acc>(f, s + o, d, m); });
     } else {
       Tensor staged = make_view(make_tensor(out.sizes(), out.dtype(), out.device()), in.sizes(), in.strides(), 0);
       Out* t = ptr<Out>(staged);
@@ -407,14 +434,14 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
   Out* y = ptr<Out>(out);
   const int64_t n = out.numel();
   if (same_layout_contiguous(a, out) && same_layout_contiguous(b, out)) {
-    parallel_for(0, n, kParallelGrain,
-                 [&](int64_t s, int64_t e) { binary_block<Acc>(f, pa + s, pb + s, y + s, e - s); });
+    parallel_write(y, n, a.nbytes() + b.nbytes(),
+                   [&](Out* d, int64_t o, int64_t m) { binary_block<Acc>(f, pa + o, pb + o, d, m); });
     return;
   }
   if (same_layout_contiguous(a, out) && b.numel() == 1) {  // tensor (op) scalar
     const Acc vb = cast_to<Acc>(pb[0]);
-    parallel_for(0, n, kParallelGrain,
-                 [&](int64_t s, int64_t e) { scalar_operand_block<false>(f, pa + s, vb, y + s, e - s); });
+    parallel_write(y, n, a.nbytes(),
+                   [&](Out* d, int64_t o, int64_t m) { scalar_operand_block<false>(f, pa + o, vb, d, m); });
     return;
   }
   Shape sa = broadcast_strides(a.sizes(), a.strides(), out.sizes());
@@ -446,7 +473,19 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
     return;
   // One row of out: unit-stride rows through the vector blocks (a bias over [N, C], a [N, 1]
   // column over its rows: one operand a single value), others through gathered blocks.
+  // Long rows of a large output by streaming stores (a bias added to [N, 4096]).
+  const bool stream = stream_rows(out, a.nbytes() + b.nbytes());
   auto row = [&](const In* ao, const In* bo, Out* yo, int64_t len, const auto& st) {
+    const bool unit_rows = st[0] == 1 && (st[1] == 0 || st[1] == 1) && (st[2] == 0 || st[2] == 1) && st[1] + st[2] > 0;
+    if (stream && unit_rows && len * int64_t(sizeof(Out)) >= kStreamRowBytes)
+      return write_streamed(yo, len, [&](Out* d, int64_t o, int64_t m) {
+        if (st[1] == 1 && st[2] == 1)
+          binary_block<Acc>(f, ao + o, bo + o, d, m);
+        else if (st[1] == 1)
+          scalar_operand_block<false>(f, ao + o, cast_to<Acc>(bo[0]), d, m);
+        else
+          scalar_operand_block<true>(f, bo + o, cast_to<Acc>(ao[0]), d, m);
+      });
     if (st[0] == 1 && st[1] == 1 && st[2] == 1) return binary_block<Acc>(f, ao, bo, yo, len);
     if (st[0] == 1 && st[1] == 1 && st[2] == 0) return scalar_operand_block<false>(f, ao, cast_to<Acc>(bo[0]), yo, len);
     if (st[0] == 1 && st[1] == 0 && st[2] == 1) return scalar_operand_block<true>(f, bo, cast_to<Acc>(ao[0]), yo, len);
@@ -476,6 +515,11 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
         // in a tail) any row length: an expanded row times a column ([B, 1, E] expanded over T,
         // times [B, T, 1]: a masked mean's gradient) ran rows of 128 at 2x PyTorch's time.
         if constexpr (kDirectShortRows<Acc, In, Out, F>) {
+          if (stream && len * int64_t(sizeof(Out)) >= kStreamRowBytes) {
+            for (int64_t r = 0; r < rows; ++r)
+              row(pa + off[1] + r * rs[1], pb + off[2] + r * rs[2], y + off[0] + r * rs[0], len, st);
+            return;
+          }
           auto inline_rows = [&](auto k) {
             const bool column_b = st[2] == 0;
             for (int64_t r = 0; r < rows; ++r) {
@@ -549,8 +593,7 @@ bool copy_tiled(const U* x, U* y, const Shape& sizes, const Shape& src_st, const
   // Outputs of 8 MiB and more leave the caches anyway: whole 64 x 64 blocks then skip the read
   // of each destination line (non-temporal stores). fp32 [2048, 2048]: 18 -> 27 GB/s on one
   // Zen 5 core; smaller outputs stay cached for the op that reads them next.
-  constexpr int64_t kStreamBytes = int64_t(8) << 20;
-  const bool stream = kBlock == 64 && outer * rows * cols * int64_t(sizeof(U)) >= kStreamBytes;
+  const bool stream = kBlock == 64 && outer * rows * cols * int64_t(sizeof(U)) >= kStreamPermutedBytes;
   // Rows [r0, r1) x columns [c0, c1) of one outer index, in 16 x 16 tiles.
   auto tiles = [&](int64_t xo, int64_t yo, int64_t rb0, int64_t rb1, int64_t cb0, int64_t cb1) {
     for (int64_t r0 = rb0; r0 < rb1; r0 += kTile)
@@ -606,7 +649,7 @@ bool copy_tiled(const U* x, U* y, const Shape& sizes, const Shape& src_st, const
 // layout is not that case.
 template <typename U>
 bool copy_short_rows(const U* x, U* y, const Shape& sizes, const Shape& src_st, const Shape& dst_st) {
-  constexpr int64_t kMaxRowBytes = 256, kStreamBytes = int64_t(8) << 20;
+  constexpr int64_t kMaxRowBytes = 256;
   constexpr int64_t es = int64_t(sizeof(U));
   Shape shape;
   std::array<Shape, 2> st;
@@ -622,7 +665,7 @@ bool copy_short_rows(const U* x, U* y, const Shape& sizes, const Shape& src_st, 
     if (d < last) lines = lines && (st[0][size_t(d)] * es) % 64 == 0;
   }
   if (numel == 0) return true;
-  const bool stream = has_block64_transpose<U> && lines && numel * es >= kStreamBytes;
+  const bool stream = has_block64_transpose<U> && lines && numel * es >= kStreamPermutedBytes;
   // The outer dims, outermost first: the destination's order, or the source's when streaming.
   std::vector<int64_t> order(static_cast<size_t>(last));
   for (int64_t d = 0; d < last; ++d) order[size_t(d)] = d;
@@ -720,7 +763,20 @@ bool kernels_use_avx512() {
 void copy(const Tensor& src, const Tensor& dst) {
   if (src.dtype() == dst.dtype()) {
     if (same_layout_contiguous(src, dst)) {
-      std::memcpy(dst.raw_data(), src.raw_data(), dst.nbytes());
+      // Over threads in whole lines (one core's copy reached half of two cores' out of L1), by
+      // streaming stores where the copy is large enough to leave the caches anyway.
+      const char* x = static_cast<const char*>(src.raw_data());
+      char* y = static_cast<char*>(dst.raw_data());
+      const int64_t bytes = dst.nbytes(), lines = (bytes + 63) / 64;
+      const int64_t grain = kParallelGrain / 16;
+      const bool stream = worth_streaming(2 * bytes, lines > grain ? omp_get_max_threads() : 1);
+      parallel_for(0, lines, grain, [&](int64_t b, int64_t e) {
+        const int64_t o = b * 64, m = std::min(bytes, e * 64) - o;
+        if (stream)
+          stream_copy(x + o, y + o, m);
+        else
+          std::memcpy(y + o, x + o, size_t(m));
+      });
       return;
     }
     switch (element_size(dst.dtype())) {
@@ -744,11 +800,11 @@ void copy(const Tensor& src, const Tensor& dst) {
         if (same_layout_contiguous(src, dst)) {
           const In* x = ptr<In>(src);
           Out* y = ptr<Out>(dst);
-          parallel_for(0, dst.numel(), kParallelGrain, [&](int64_t b, int64_t e) {
+          parallel_write(y, dst.numel(), src.nbytes(), [&](Out* d, int64_t o, int64_t m) {
             if constexpr (std::is_same_v<In, float>)
-              narrow_block(x + b, y + b, e - b);
+              narrow_block(x + o, d, m);
             else
-              widen_block(x + b, y + b, e - b);
+              widen_block(x + o, d, m);
           });
           return;
         }
@@ -765,8 +821,8 @@ void fill(const Tensor& dst, const Scalar& value) {
     const T v = Dtypes::from_scalar<T>(value, "fill");
     T* y = ptr<T>(dst);
     if (dst.is_contiguous()) {
-      parallel_for(0, dst.numel(), kParallelGrain, [&](int64_t b, int64_t e) {
-        fill_row(y + b, e - b, v);  // 16-bit floats as bits: 8x the struct fill's speed
+      parallel_write(y, dst.numel(), 0, [&](T* d, int64_t, int64_t m) {
+        fill_row(d, m, v);  // 16-bit floats as bits: 8x the struct fill's speed
       });
       return;
     }
@@ -859,7 +915,16 @@ void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& o
     Shape sc = broadcast_strides(cond.sizes(), cond.strides(), out.sizes());
     Shape sa = broadcast_strides(a.sizes(), a.strides(), out.sizes());
     Shape sb = broadcast_strides(b.sizes(), b.strides(), out.sizes());
+    // Long rows of a large output by streaming stores (a mask over [B, H, T, T] scores).
+    const bool stream = stream_rows(out, cond.nbytes() + a.nbytes() + b.nbytes());
     for_each_row<4>(out.sizes(), {out.strides(), sc, sa, sb}, [&](auto off, int64_t n, auto st) {
+      if (stream && st[0] == 1 && n * int64_t(sizeof(U)) >= kStreamRowBytes) {
+        write_streamed(y + off[0], n, [&](U* d, int64_t o, int64_t m) {
+          where_row(d, pc + off[1] + o * st[1], pa + off[2] + o * st[2], pb + off[3] + o * st[3], m, st[1], st[2],
+                    st[3]);
+        });
+        return;
+      }
       if (st[0] == 1) {
         where_row(y + off[0], pc + off[1], pa + off[2], pb + off[3], n, st[1], st[2], st[3]);
         return;
