@@ -32,10 +32,14 @@ bool same_layout_contiguous(const Tensor& a, const Tensor& b) {
 // run over threads, each range by streaming stores (write_streamed) where the op's footprint (y
 // and in_bytes read) is too large for its output to stay in cache (worth_streaming), else
 // straight into y.
+// Whether an op of n elements (the threads parallel_for gives it) moving footprint_bytes streams.
+bool stream_output(int64_t footprint_bytes, int64_t n) {
+  return worth_streaming(footprint_bytes, n > kParallelGrain ? omp_get_max_threads() : 1);
+}
+
 template <typename Out, typename Body>
 void parallel_write(Out* y, int64_t n, int64_t in_bytes, Body&& body) {
-  const int threads = n > kParallelGrain ? omp_get_max_threads() : 1;
-  const bool stream = worth_streaming(n * int64_t(sizeof(Out)) + in_bytes, threads);
+  const bool stream = stream_output(n * int64_t(sizeof(Out)) + in_bytes, n);
   parallel_for(0, n, kParallelGrain, [&](int64_t b, int64_t e) {
     if (stream)
       write_streamed(y + b, e - b, [&](Out* d, int64_t o, int64_t m) { body(d, b + o, m); });
@@ -50,8 +54,7 @@ void parallel_write(Out* y, int64_t n, int64_t in_bytes, Body&& body) {
 // slower than plain stores), every 16 KiB 1.2x, every 64 KiB the same.
 constexpr int64_t kStreamRowBytes = 64 << 10;
 bool stream_rows(const Tensor& out, int64_t in_bytes) {
-  return out.is_contiguous() &&
-         worth_streaming(out.nbytes() + in_bytes, out.numel() > kParallelGrain ? omp_get_max_threads() : 1);
+  return out.is_contiguous() && stream_output(out.nbytes() + in_bytes, out.numel());
 }
 
 // `bytes` (a short row: up to a few hundred) from src to dst: whole zmm moves, a ymm and an
@@ -475,20 +478,19 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
   // column over its rows: one operand a single value), others through gathered blocks.
   // Long rows of a large output by streaming stores (a bias added to [N, 4096]).
   const bool stream = stream_rows(out, a.nbytes() + b.nbytes());
+  // A unit-stride row of out whose operands are unit-stride or one value (not both one value).
+  auto unit_row = [&](const In* ao, const In* bo, Out* yo, int64_t len, const auto& st) {
+    if (st[1] == 1 && st[2] == 1) return binary_block<Acc>(f, ao, bo, yo, len);
+    if (st[1] == 1) return scalar_operand_block<false>(f, ao, cast_to<Acc>(bo[0]), yo, len);
+    return scalar_operand_block<true>(f, bo, cast_to<Acc>(ao[0]), yo, len);
+  };
   auto row = [&](const In* ao, const In* bo, Out* yo, int64_t len, const auto& st) {
-    const bool unit_rows = st[0] == 1 && (st[1] == 0 || st[1] == 1) && (st[2] == 0 || st[2] == 1) && st[1] + st[2] > 0;
-    if (stream && unit_rows && len * int64_t(sizeof(Out)) >= kStreamRowBytes)
-      return write_streamed(yo, len, [&](Out* d, int64_t o, int64_t m) {
-        if (st[1] == 1 && st[2] == 1)
-          binary_block<Acc>(f, ao + o, bo + o, d, m);
-        else if (st[1] == 1)
-          scalar_operand_block<false>(f, ao + o, cast_to<Acc>(bo[0]), d, m);
-        else
-          scalar_operand_block<true>(f, bo + o, cast_to<Acc>(ao[0]), d, m);
-      });
-    if (st[0] == 1 && st[1] == 1 && st[2] == 1) return binary_block<Acc>(f, ao, bo, yo, len);
-    if (st[0] == 1 && st[1] == 1 && st[2] == 0) return scalar_operand_block<false>(f, ao, cast_to<Acc>(bo[0]), yo, len);
-    if (st[0] == 1 && st[1] == 0 && st[2] == 1) return scalar_operand_block<true>(f, bo, cast_to<Acc>(ao[0]), yo, len);
+    if (st[0] == 1 && (st[1] == 0 || st[1] == 1) && (st[2] == 0 || st[2] == 1) && st[1] + st[2] > 0) {
+      if (stream && len * int64_t(sizeof(Out)) >= kStreamRowBytes)
+        return write_streamed(
+            yo, len, [&](Out* d, int64_t o, int64_t m) { unit_row(ao + o * st[1], bo + o * st[2], d, m, st); });
+      return unit_row(ao, bo, yo, len, st);
+    }
     // Other strides through gathered blocks, as unary_loop's (the contiguous kernels' math).
     constexpr int64_t kBlock = 256;
     In ab[kBlock], bb[kBlock];
@@ -768,9 +770,8 @@ void copy(const Tensor& src, const Tensor& dst) {
       const char* x = static_cast<const char*>(src.raw_data());
       char* y = static_cast<char*>(dst.raw_data());
       const int64_t bytes = dst.nbytes(), lines = (bytes + 63) / 64;
-      const int64_t grain = kParallelGrain / 16;
-      const bool stream = worth_streaming(2 * bytes, lines > grain ? omp_get_max_threads() : 1);
-      parallel_for(0, lines, grain, [&](int64_t b, int64_t e) {
+      const bool stream = stream_output(2 * bytes, lines * 16);
+      parallel_for(0, lines, kParallelGrain / 16, [&](int64_t b, int64_t e) {
         const int64_t o = b * 64, m = std::min(bytes, e * 64) - o;
         if (stream)
           stream_copy(x + o, y + o, m);
