@@ -632,6 +632,35 @@ TEST(TensorCopy, CopiesAlongTheSourceRowsMoveEveryElement) {
     for (const Case& c : cases) expect_permuting_copy_moves_every_element(dt, c.shape, c.perm);
 }
 
+// Three channels between planar and interleaved layouts (NCHW <-> NHWC of an RGB batch) go by
+// vector permutes on AVX-512 for 2- and 4-byte elements: pixel counts around the vector widths
+// (16 and 32 lanes) and their tails, one image and several, a planar side whose channel stride is
+// not the pixel count, every element size (the others keep the general loops).
+TEST(TensorCopy, ThreeChannelCopiesMoveEveryElement) {
+  struct Case {
+    mt::Shape shape, perm;
+  };
+  const std::vector<Case> cases = {
+      {{2, 3, 4, 4}, {0, 2, 3, 1}}, {{3, 3, 1, 17}, {0, 2, 3, 1}},  {{2, 3, 5, 19}, {0, 2, 3, 1}},
+      {{1, 3, 8, 8}, {0, 2, 3, 1}}, {{2, 3, 33, 33}, {0, 2, 3, 1}}, {{3, 70, 90}, {1, 2, 0}},  // NCHW -> NHWC
+      {{2, 4, 4, 3}, {0, 3, 1, 2}}, {{3, 1, 17, 3}, {0, 3, 1, 2}},  {{2, 5, 19, 3}, {0, 3, 1, 2}},
+      {{1, 8, 8, 3}, {0, 3, 1, 2}}, {{2, 33, 33, 3}, {0, 3, 1, 2}}, {{70, 90, 3}, {2, 0, 1}},  // NHWC -> NCHW
+      {{17, 3, 40}, {2, 0, 1}},     {{40, 3, 17}, {1, 2, 0}}};  // channels outside the images
+  for (mt::DType dt : {mt::kFloat32, mt::kInt32, mt::kBFloat16, mt::kFloat16, mt::kUInt8, mt::kFloat64})
+    for (const Case& c : cases) expect_permuting_copy_moves_every_element(dt, c.shape, c.perm);
+  // A channel stride that is not the pixel count: the planar side a narrowed view.
+  const mt::Tensor wide = mt::arange(400, {.dtype = mt::kFloat32}).reshape({2, 5, 40});
+  const mt::Tensor planar = wide.narrow(1, 1, 3).narrow(2, 3, 35);  // [2, 3, 35], channel stride 40
+  const mt::Tensor nhwc = planar.permute({0, 2, 1}).contiguous(), back = nhwc.permute({0, 2, 1}).contiguous();
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t j = 0; j < 35; ++j)
+      for (int64_t c = 0; c < 3; ++c) {
+        const double want = double(n * 200 + (c + 1) * 40 + j + 3);
+        EXPECT_EQ(nhwc[n][j][c].item<double>(), want);
+        EXPECT_EQ(back[n][c][j].item<double>(), want);
+      }
+}
+
 // Copies that keep the last dim but move rows of at most 256 bytes (attention's head split
 // [B, T, H, E] -> [B, H, T, E]) go row by row along one dim with masked tails; outputs of
 // 8 MiB and more whose rows are whole 64-byte lines by streaming stores in the source's order.
