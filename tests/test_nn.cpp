@@ -653,3 +653,59 @@ TEST(Init, InitFunctions) {
   EXPECT_TRUE(p.is_leaf() && p.requires_grad());
   EXPECT_NE(error_of([] { nn::init::xavier_uniform_(mt::empty({3})); }).find("at least 2 dims"), std::string::npos);
 }
+
+// Max pooling with padding, dilation or ceil mode computes the outputs whose windows lie inside
+// the plane by the vectorized row and the rest by the general scan: every geometry's values and
+// indices equal a scalar scan's (window order, the first maximum wins, a NaN takes over), on
+// values with ties, -inf and NaN, fp32 / bf16 / fp64, planes narrower and wider than the window.
+TEST(MaxPool2d, PaddedWindowsMatchAScalarScan) {
+  struct Geometry {
+    int64_t k, s, p, d;
+    bool ceil;
+  };
+  const std::vector<Geometry> geometries = {{3, 2, 1, 1, false}, {3, 1, 1, 1, false}, {2, 2, 1, 1, false},
+                                            {3, 2, 1, 1, true},  {3, 2, 1, 2, false}, {5, 3, 2, 1, true},
+                                            {2, 1, 1, 2, false}, {1, 2, 0, 1, true},  {3, 3, 0, 1, true}};
+  const std::vector<std::pair<int64_t, int64_t>> planes = {{7, 9}, {13, 32}, {4, 40}, {33, 5}};
+  for (mt::DType dt : {mt::kFloat32, mt::kBFloat16, mt::kFloat64})
+    for (const Geometry& g : geometries)
+      for (const auto& [H, W] : planes) {
+        const int64_t n = 2 * 3 * H * W;
+        std::vector<double> v(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) v[size_t(i)] = double((i * 37) % 11) - 5.0;  // ties
+        v[size_t(n / 3)] = std::nan("");
+        v[size_t(n / 2)] = -INFINITY;
+        v[size_t(n / 2 + 1)] = std::nan("");
+        const mt::Tensor x = mt::from_vector(v, {2, 3, H, W}, {.dtype = mt::kFloat64}).to(dt);
+        const int64_t extent = (g.k - 1) * g.d + 1;
+        if (H + 2 * g.p < extent || W + 2 * g.p < extent) continue;
+        const auto [y, idx] =
+            F::max_pool2d_with_indices(x, g.k, {.stride = g.s, .padding = g.p, .dilation = g.d, .ceil_mode = g.ceil});
+        const std::vector<double> yv = y.to_vector<double>(), xv = x.to_vector<double>();
+        const std::vector<int64_t> iv = idx.to_vector<int64_t>();
+        const int64_t OH = y.size(2), OW = y.size(3);
+        int64_t wrong = 0;
+        for (int64_t plane = 0; plane < 6; ++plane)
+          for (int64_t oh = 0; oh < OH; ++oh)
+            for (int64_t ow = 0; ow < OW; ++ow) {
+              double best = -INFINITY;
+              int64_t at = -1;
+              for (int64_t kh = 0; kh < g.k; ++kh)
+                for (int64_t kw = 0; kw < g.k; ++kw) {
+                  const int64_t h = oh * g.s - g.p + kh * g.d, w = ow * g.s - g.p + kw * g.d;
+                  if (h < 0 || h >= H || w < 0 || w >= W) continue;
+                  if (at < 0) at = h * W + w;  // the first real element's position
+                  const double e = xv[size_t(plane * H * W + h * W + w)];
+                  if (e > best || std::isnan(e)) {
+                    best = e;
+                    at = h * W + w;
+                  }
+                }
+              const size_t o = size_t((plane * OH + oh) * OW + ow);
+              const bool same = yv[o] == best || (std::isnan(yv[o]) && std::isnan(best));
+              wrong += !same || iv[o] != at;
+            }
+        EXPECT_EQ(wrong, 0) << mt::dtype_name(dt) << " k" << g.k << " s" << g.s << " p" << g.p << " d" << g.d
+                            << (g.ceil ? " ceil " : " ") << H << "x" << W;
+      }
+}

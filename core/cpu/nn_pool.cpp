@@ -24,29 +24,35 @@ bool is_plain_2x2(const Pool2dGeometry& g) {
          2 * g.OH <= g.H && 2 * g.OW <= g.W;
 }
 
-// Every window inside the plane (no padding, no dilation, no ceil-mode window past the edge):
-// no clipping to compute per output.
-bool windows_inside(const Pool2dGeometry& g) {
-  return g.PH == 0 && g.PW == 0 && g.DH == 1 && g.DW == 1 && g.OH > 0 && g.OW > 0 && (g.OH - 1) * g.SH + g.KH <= g.H &&
-         (g.OW - 1) * g.SW + g.KW <= g.W;
+// The outputs [begin, end) along one dim whose windows lie wholly inside the input (out outputs
+// of windows of k taps d apart, stride s, padding p over n inputs): no clipping to compute for
+// them. Padding puts the first outputs' windows over the edge, ceil mode the last ones'.
+struct InsideOutputs {
+  int64_t begin, end;
+};
+InsideOutputs inside_outputs(int64_t out, int64_t n, int64_t k, int64_t s, int64_t p, int64_t d) {
+  const int64_t begin = std::min(out, (p + s - 1) / s);  // the first o with o s - p >= 0
+  const int64_t reach = n - 1 - (k - 1) * d + p;         // o s <= reach: the window ends inside
+  const int64_t end = reach < 0 ? begin : std::min(out, reach / s + 1);
+  return {begin, std::max(begin, end)};
 }
 
-// One output row of max pooling with every window inside the plane, vectorized across the
-// outputs: x0 is the row's first window's corner in the plane (element `base` of it). As the
-// general scan (math::MaxPoolWindow): window order, the first maximum wins, NaN takes over. One
-// thread, max_pool1d(kernel 2) of [16, 64, 1024] fp32: 5.8-6.7 ms through the general scan,
-// whose branch on each comparison mispredicted on random data, 0.34-0.36 ms so (PyTorch 0.21).
-// x0 and y may not overlap (a kernel's output is a fresh tensor).
+// Outputs [0, count) of one output row of max pooling, every window inside the plane,
+// vectorized across the outputs: x0 is the first output's window corner in the plane (element
+// `base` of it). As the general scan (math::MaxPoolWindow): window order, the first maximum
+// wins, NaN takes over. One thread, max_pool1d(kernel 2) of [16, 64, 1024] fp32: 5.8-6.7 ms
+// through the general scan, whose branch on each comparison mispredicted on random data,
+// 0.34-0.36 ms so (PyTorch 0.21). x0 and y may not overlap (a kernel's output is a fresh tensor).
 template <typename A, typename T>
-void max_pool_inside_row(const T* x0, int64_t base, T* y, int64_t* idx, const Pool2dGeometry& g) {
+void max_pool_inside_row(const T* x0, int64_t base, T* y, int64_t* idx, int64_t count, const Pool2dGeometry& g) {
   // Window element by window element over a chunk of outputs, each step a vector loop (with
   // the window loops inside the output loop GCC kept it scalar, a branch per comparison).
   constexpr int64_t kChunk = 256;
   const int64_t SW = g.SW, KH = g.KH, KW = g.KW, W = g.W;
   A best[kChunk];
   int64_t at[kChunk];
-  for (int64_t o0 = 0; o0 < g.OW; o0 += kChunk) {
-    const int64_t m = std::min(kChunk, g.OW - o0);
+  for (int64_t o0 = 0; o0 < count; o0 += kChunk) {
+    const int64_t m = std::min(kChunk, count - o0);
     const T* xc = x0 + o0 * SW;
 #pragma omp simd
     for (int64_t j = 0; j < m; ++j) {
@@ -55,7 +61,7 @@ void max_pool_inside_row(const T* x0, int64_t base, T* y, int64_t* idx, const Po
     }
     for (int64_t kh = 0; kh < KH; ++kh)
       for (int64_t kw = kh == 0 ? 1 : 0; kw < KW; ++kw) {
-        const int64_t off = kh * W + kw;
+        const int64_t off = kh * g.DH * W + kw * g.DW;
 #pragma omp simd
         for (int64_t j = 0; j < m; ++j) {
           const A v = cast_to<A>(xc[j * SW + off]);
@@ -253,19 +259,28 @@ void max_pool2d(const Tensor& x, const Tensor& y, const Tensor& indices, const P
 #endif
         if (is_plain_2x2(g)) return max_pool_2x2_plane(xp, yp, ip, g);
       }
-      if (windows_inside(g)) {
-        for (int64_t oh = 0; oh < g.OH; ++oh)
-          max_pool_inside_row<A>(xp + oh * g.SH * g.W, oh * g.SH * g.W, yp + oh * g.OW, ip + oh * g.OW, g);
-        return;
-      }
+      // The outputs whose windows lie inside the plane by the vector row, those over the padding
+      // or past the edge by the general scan (a 3 x 3 pool at stride 2 with padding 1, a ResNet
+      // stem's, of [16, 64, 32, 32] fp32: 8.8 ms all by the scan, PyTorch 7.8-9.3).
+      const InsideOutputs rows = inside_outputs(g.OH, g.H, g.KH, g.SH, g.PH, g.DH);
+      const InsideOutputs cols = inside_outputs(g.OW, g.W, g.KW, g.SW, g.PW, g.DW);
       const math::MaxPoolWindow window = max_pool_window(g);
-      for (int64_t oh = 0; oh < g.OH; ++oh)
-        for (int64_t ow = 0; ow < g.OW; ++ow) {
-          A bv;
-          window.scan(
-              oh, ow, [xp](int64_t at) { return cast_to<A>(xp[at]); }, bv, ip[oh * g.OW + ow]);
-          yp[oh * g.OW + ow] = cast_to<T>(bv);
+      auto scan = [&](int64_t oh, int64_t ow) {
+        A bv;
+        window.scan(
+            oh, ow, [xp](int64_t at) { return cast_to<A>(xp[at]); }, bv, ip[oh * g.OW + ow]);
+        yp[oh * g.OW + ow] = cast_to<T>(bv);
+      };
+      for (int64_t oh = 0; oh < g.OH; ++oh) {
+        const bool inside = oh >= rows.begin && oh < rows.end;
+        const int64_t c0 = inside ? cols.begin : g.OW, c1 = inside ? cols.end : g.OW;
+        for (int64_t ow = 0; ow < c0; ++ow) scan(oh, ow);
+        if (c0 < c1) {
+          const int64_t corner = (oh * g.SH - g.PH) * g.W + c0 * g.SW - g.PW;
+          max_pool_inside_row<A>(xp + corner, corner, yp + oh * g.OW + c0, ip + oh * g.OW + c0, c1 - c0, g);
         }
+        for (int64_t ow = c1; ow < g.OW; ++ow) scan(oh, ow);
+      }
     });
   });
 }
