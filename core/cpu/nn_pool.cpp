@@ -204,6 +204,61 @@ void max_pool_2x2_backward_plane_avx512(const T* gp, const int64_t* ip, T* xp, i
     }
   }
 }
+
+// Outputs [0, count) of an output row whose windows all lie inside the plane (max_pool_inside_row's
+// case) at stride 1 or 2, float or bf16, 16 outputs per step: each tap's inputs by masked loads
+// (stride 2: 32 inputs split by one vpermt2ps), the window's takes as masks in window order, the
+// positions in int32 lanes widened at the store. Rows of 15 inside outputs (a 3 x 3 pool at
+// stride 2 with padding 1 over 32 columns) had run the generic loops' scalar remainders.
+// Returns false, writing nothing, for other strides and types (and where the build has no AVX-512).
+template <typename T>
+bool max_pool_inside_row_avx512(const T* x0, int64_t base, T* y, int64_t* idx, int64_t count, const Pool2dGeometry& g) {
+  if constexpr (!std::is_same_v<T, float> && !std::is_same_v<T, BFloat16>) {
+    return false;
+  } else {
+    const int64_t SW = g.SW;
+    if ((SW != 1 && SW != 2) || g.H * g.W >= (int64_t(1) << 31)) return false;
+    const __m512i even = even_lanes();
+    const __m512i steps = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                             _mm512_set1_epi32(int32_t(SW)));
+    for (int64_t c = 0; c < count; c += 16) {
+      const int64_t n = std::min<int64_t>(16, count - c);
+      const __mmask16 m = __mmask16((1u << n) - 1);
+      const int64_t k = 2 * n - 1;  // stride 2: the inputs up to the last output's
+      const __mmask16 m_lo = __mmask16((1u << std::min<int64_t>(16, k)) - 1);
+      const __mmask16 m_hi = __mmask16((1u << std::max<int64_t>(0, k - 16)) - 1);
+      auto taps = [&](int64_t off) {  // element j: x0[(c + j) SW + off]
+        const T* p = x0 + c * SW + off;
+        return SW == 1 ? load16(p, m) : _mm512_permutex2var_ps(load16(p, m_lo), even, load16(p + 16, m_hi));
+      };
+      const __m512i first = _mm512_add_epi32(_mm512_set1_epi32(int32_t(c * SW)), steps);
+      __m512 best = taps(0);
+      __m512i at = first;
+      for (int64_t kh = 0; kh < g.KH; ++kh)
+        for (int64_t kw = kh == 0 ? 1 : 0; kw < g.KW; ++kw) {
+          const int64_t off = kh * g.DH * g.W + kw * g.DW;
+          const __m512 v = taps(off);
+          const __mmask16 t = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+          best = _mm512_mask_mov_ps(best, t, v);
+          at = _mm512_mask_mov_epi32(at, t, _mm512_add_epi32(first, _mm512_set1_epi32(int32_t(off))));
+        }
+      store_pool_outputs(y + c, m, best);
+      const __m512i b = _mm512_set1_epi64(base);
+      _mm512_mask_storeu_epi64(idx + c, __mmask8(m),
+                               _mm512_add_epi64(b, _mm512_cvtepi32_epi64(_mm512_castsi512_si256(at))));
+      _mm512_mask_storeu_epi64(idx + c + 8, __mmask8(m >> 8),
+                               _mm512_add_epi64(b, _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(at, 1))));
+    }
+    return true;
+  }
+}
+#endif
+
+#if !defined(__AVX512F__)
+template <typename T>
+bool max_pool_inside_row_avx512(const T*, int64_t, T*, int64_t*, int64_t, const Pool2dGeometry&) {
+  return false;
+}
 #endif
 
 // One plane of the 2x2 / stride 2 pool in chunks of a fixed 8 outputs, so that no scalar
@@ -277,7 +332,8 @@ void max_pool2d(const Tensor& x, const Tensor& y, const Tensor& indices, const P
         for (int64_t ow = 0; ow < c0; ++ow) scan(oh, ow);
         if (c0 < c1) {
           const int64_t corner = (oh * g.SH - g.PH) * g.W + c0 * g.SW - g.PW;
-          max_pool_inside_row<A>(xp + corner, corner, yp + oh * g.OW + c0, ip + oh * g.OW + c0, c1 - c0, g);
+          if (!max_pool_inside_row_avx512(xp + corner, corner, yp + oh * g.OW + c0, ip + oh * g.OW + c0, c1 - c0, g))
+            max_pool_inside_row<A>(xp + corner, corner, yp + oh * g.OW + c0, ip + oh * g.OW + c0, c1 - c0, g);
         }
         for (int64_t ow = c1; ow < g.OW; ++ow) scan(oh, ow);
       }
