@@ -709,3 +709,70 @@ TEST(MaxPool2d, PaddedWindowsMatchAScalarScan) {
                             << (g.ceil ? " ceil " : " ") << H << "x" << W;
       }
 }
+
+// Average pooling computes the windows inside the plane 16 outputs at a time (strides 1 and 2,
+// float and bf16) and the clipped ones by the scalar loop: the forward equals a float sum in
+// window order divided by the window's divisor (padding counted or not, an override, ceil mode),
+// rounded once to the dtype; the backward matches a double-precision scatter of g / divisor.
+TEST(AvgPool2d, InsideWindowsMatchAScalarLoop) {
+  struct Geometry {
+    int64_t k, s, p;
+    bool ceil, count_pad;
+    int64_t divisor;
+  };
+  const std::vector<Geometry> geometries = {
+      {3, 1, 1, false, true, 0},  {3, 2, 1, false, true, 0}, {2, 2, 0, false, true, 0}, {3, 2, 1, true, true, 0},
+      {3, 1, 1, false, false, 0}, {3, 2, 1, false, true, 5}, {5, 3, 2, true, false, 0}, {2, 1, 1, false, true, 0}};
+  const std::vector<std::pair<int64_t, int64_t>> planes = {{7, 9}, {13, 32}, {4, 40}, {33, 5}};
+  for (mt::DType dt : {mt::kFloat32, mt::kBFloat16})
+    for (const Geometry& g : geometries)
+      for (const auto& [H, W] : planes) {
+        mt::manual_seed(uint64_t(H * 100 + W));
+        const mt::Tensor x = mt::randn({2, 3, H, W}).to(dt).requires_grad_(true);
+        const mt::Tensor y = F::avg_pool2d(x, g.k,
+                                           {.stride = g.s,
+                                            .padding = g.p,
+                                            .ceil_mode = g.ceil,
+                                            .count_include_pad = g.count_pad,
+                                            .divisor_override = g.divisor});
+        const mt::Tensor gy = mt::randn(y.sizes()).to(dt);
+        y.backward(gy);
+        const int64_t OH = y.size(2), OW = y.size(3);
+        const std::vector<double> xv = x.detach().to_vector<double>(), gv = gy.to_vector<double>();
+        std::vector<float> want(size_t(6 * OH * OW));
+        std::vector<double> gx_want(size_t(6 * H * W), 0.0);
+        for (int64_t plane = 0; plane < 6; ++plane)
+          for (int64_t oh = 0; oh < OH; ++oh)
+            for (int64_t ow = 0; ow < OW; ++ow) {
+              int64_t h0 = oh * g.s - g.p, w0 = ow * g.s - g.p;
+              int64_t h1 = std::min(h0 + g.k, H + g.p), w1 = std::min(w0 + g.k, W + g.p);
+              const int64_t padded = (h1 - h0) * (w1 - w0);
+              h0 = std::max<int64_t>(h0, 0), w0 = std::max<int64_t>(w0, 0), h1 = std::min(h1, H), w1 = std::min(w1, W);
+              const int64_t divisor = g.divisor > 0 ? g.divisor : (g.count_pad ? padded : (h1 - h0) * (w1 - w0));
+              float sum = 0;
+              for (int64_t h = h0; h < h1; ++h)
+                for (int64_t w = w0; w < w1; ++w) sum += float(xv[size_t(plane * H * W + h * W + w)]);
+              const size_t o = size_t((plane * OH + oh) * OW + ow);
+              want[o] = sum / float(divisor);
+              for (int64_t h = h0; h < h1; ++h)
+                for (int64_t w = w0; w < w1; ++w) gx_want[size_t(plane * H * W + h * W + w)] += gv[o] / double(divisor);
+            }
+        const std::vector<double> yv = y.to_vector<double>();
+        const std::vector<double> rounded =
+            mt::from_vector(std::vector<double>(want.begin(), want.end()), y.sizes(), {.dtype = mt::kFloat64})
+                .to(mt::kFloat32)
+                .to(dt)
+                .to_vector<double>();
+        const std::vector<double> gx = x.grad().to_vector<double>();
+        const double tol = dt == mt::kFloat32 ? 1e-5 : 2e-2;
+        int64_t wrong = 0, wrong_grad = 0;
+        for (size_t i = 0; i < yv.size(); ++i) wrong += yv[i] != rounded[i];
+        for (size_t i = 0; i < gx.size(); ++i)
+          wrong_grad += std::fabs(gx[i] - gx_want[i]) > tol * (1 + std::fabs(gx_want[i]));
+        const std::string what = std::string(mt::dtype_name(dt)) + " k" + std::to_string(g.k) + " s" +
+                                 std::to_string(g.s) + " p" + std::to_string(g.p) + " " + std::to_string(H) + "x" +
+                                 std::to_string(W);
+        EXPECT_EQ(wrong, 0) << what;
+        EXPECT_EQ(wrong_grad, 0) << what;
+      }
+}
