@@ -9,7 +9,7 @@ dir=${1:-/tmp/mantissa-x86-64-v3}
 root=$(cd "$(dirname "$0")/.." && pwd)
 tests=(test_softmax_kernels test_vector_math test_random test_norm_extra test_reduce_columns test_reference_ops
   test_amp test_nn_reference test_new_ops test_attention test_op_edges test_gradcheck test_onednn test_tensor
-  test_embedding_grad test_matmul_k_major test_tile_gemm test_elementwise_views test_conv_extra)
+  test_embedding_grad test_matmul_k_major test_tile_gemm test_elementwise_views test_conv_extra test_nn)
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DMANTISSA_NATIVE=OFF -DCMAKE_CXX_FLAGS=-march=x86-64-v3 \
