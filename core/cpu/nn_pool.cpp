@@ -205,6 +205,27 @@ void max_pool_2x2_backward_plane_avx512(const T* gp, const int64_t* ip, T* xp, i
   }
 }
 
+// A block of up to 16 outputs of an inside row at stride 1 or 2 (the vector rows below): its
+// outputs' mask, and load(p) giving element j = x[j SW] of p for each output j, by one masked
+// load (stride 1) or two split by one vpermt2ps (stride 2: the 2 n - 1 inputs up to the last
+// output's, no further).
+struct StridedBlock {
+  int64_t n, SW;
+  __mmask16 m, m_lo, m_hi;
+  __m512i even;
+  StridedBlock(int64_t c, int64_t count, int64_t stride) : n(std::min<int64_t>(16, count - c)), SW(stride) {
+    const int64_t k = 2 * n - 1;
+    m = __mmask16((1u << n) - 1);
+    m_lo = __mmask16((1u << std::min<int64_t>(16, k)) - 1);
+    m_hi = __mmask16((1u << std::max<int64_t>(0, k - 16)) - 1);
+    even = even_lanes();
+  }
+  template <typename T>
+  __m512 load(const T* p) const {
+    return SW == 1 ? load16(p, m) : _mm512_permutex2var_ps(load16(p, m_lo), even, load16(p + 16, m_hi));
+  }
+};
+
 // Outputs [0, count) of an output row whose windows all lie inside the plane (max_pool_inside_row's
 // case) at stride 1 or 2, float or bf16, 16 outputs per step: each tap's inputs by masked loads
 // (stride 2: 32 inputs split by one vpermt2ps), the window's takes as masks in window order, the
@@ -218,19 +239,12 @@ bool max_pool_inside_row_avx512(const T* x0, int64_t base, T* y, int64_t* idx, i
   } else {
     const int64_t SW = g.SW;
     if ((SW != 1 && SW != 2) || g.H * g.W >= (int64_t(1) << 31)) return false;
-    const __m512i even = even_lanes();
     const __m512i steps = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                              _mm512_set1_epi32(int32_t(SW)));
     for (int64_t c = 0; c < count; c += 16) {
-      const int64_t n = std::min<int64_t>(16, count - c);
-      const __mmask16 m = __mmask16((1u << n) - 1);
-      const int64_t k = 2 * n - 1;  // stride 2: the inputs up to the last output's
-      const __mmask16 m_lo = __mmask16((1u << std::min<int64_t>(16, k)) - 1);
-      const __mmask16 m_hi = __mmask16((1u << std::max<int64_t>(0, k - 16)) - 1);
-      auto taps = [&](int64_t off) {  // element j: x0[(c + j) SW + off]
-        const T* p = x0 + c * SW + off;
-        return SW == 1 ? load16(p, m) : _mm512_permutex2var_ps(load16(p, m_lo), even, load16(p + 16, m_hi));
-      };
+      const StridedBlock block(c, count, SW);
+      const __mmask16 m = block.m;
+      auto taps = [&](int64_t off) { return block.load(x0 + c * SW + off); };  // element j: x0[(c + j) SW + off]
       const __m512i first = _mm512_add_epi32(_mm512_set1_epi32(int32_t(c * SW)), steps);
       __m512 best = taps(0);
       __m512i at = first;
@@ -264,21 +278,14 @@ bool avg_pool_inside_row_avx512(const T* x0, T* y, int64_t count, int64_t diviso
   } else {
     const int64_t SW = g.SW;
     if (SW != 1 && SW != 2) return false;
-    const __m512i even = even_lanes();
     const __m512 d = _mm512_set1_ps(float(divisor));
     for (int64_t c = 0; c < count; c += 16) {
-      const int64_t n = std::min<int64_t>(16, count - c);
-      const __mmask16 m = __mmask16((1u << n) - 1);
-      const int64_t k = 2 * n - 1;
-      const __mmask16 m_lo = __mmask16((1u << std::min<int64_t>(16, k)) - 1);
-      const __mmask16 m_hi = __mmask16((1u << std::max<int64_t>(0, k - 16)) - 1);
+      const StridedBlock block(c, count, SW);
+      const int64_t n = block.n;
+      const __mmask16 m = block.m;
       __m512 sum = _mm512_setzero_ps();
       for (int64_t kh = 0; kh < g.KH; ++kh)
-        for (int64_t kw = 0; kw < g.KW; ++kw) {
-          const T* p = x0 + c * SW + kh * g.W + kw;
-          sum = _mm512_add_ps(
-              sum, SW == 1 ? load16(p, m) : _mm512_permutex2var_ps(load16(p, m_lo), even, load16(p + 16, m_hi)));
-        }
+        for (int64_t kw = 0; kw < g.KW; ++kw) sum = _mm512_add_ps(sum, block.load(x0 + c * SW + kh * g.W + kw));
       const __m512 r = _mm512_div_ps(sum, d);
       if constexpr (std::is_same_v<T, float>) {
         _mm512_mask_storeu_ps(y + c, m, r);
@@ -310,11 +317,8 @@ bool avg_pool_backward_inside_row_avx512(const T* gy, float* acc0, int64_t count
     const __m512i hi_order = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
     const __m512 d = _mm512_set1_ps(float(divisor)), zero = _mm512_setzero_ps();
     for (int64_t c = 0; c < count; c += 16) {
-      const int64_t n = std::min<int64_t>(16, count - c);
-      const __mmask16 m = __mmask16((1u << n) - 1);
-      const int64_t k = 2 * n - 1;
-      const __mmask16 m_lo = __mmask16((1u << std::min<int64_t>(16, k)) - 1);
-      const __mmask16 m_hi = __mmask16((1u << std::max<int64_t>(0, k - 16)) - 1);
+      const StridedBlock block(c, count, SW);
+      const __mmask16 m = block.m, m_lo = block.m_lo, m_hi = block.m_hi;
       const __m512 v = _mm512_div_ps(load16(gy + c, m), d);
       const __m512 v_lo = _mm512_permutex2var_ps(v, lo_order, zero), v_hi = _mm512_permutex2var_ps(v, hi_order, zero);
       for (int64_t kh = 0; kh < g.KH; ++kh)
