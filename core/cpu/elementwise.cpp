@@ -758,34 +758,25 @@ bool copy_three_channels(const U* x, U* y, const Shape& sizes, const Shape& src_
             break;
           }
     if (c == nd) return false;
-    const int64_t pixels = shape[p], cs = st[1 - inter][c];  // cs: the planar side's channel stride
-    Shape outer_shape;
-    std::array<Shape, 2> outer_st;
-    for (size_t d = 0; d < nd; ++d)
-      if (d != c && d != p) {
-        outer_shape.push_back(shape[d]);
-        for (size_t k = 0; k < 2; ++k) outer_st[k].push_back(st[k][d]);
-      }
-    int64_t outer = 1;
-    for (int64_t s : outer_shape) outer *= s;
-    constexpr int64_t kChunk = 4096;  // pixels per task
-    const int64_t chunks = (pixels + kChunk - 1) / kChunk;
-    parallel_for(0, outer * chunks, std::max<int64_t>(1, kParallelGrain / (3 * kChunk)), [&](int64_t b, int64_t e) {
-      for (int64_t t = b; t < e; ++t) {
-        int64_t rem = t / chunks, xo = 0, yo = 0;
-        for (size_t d = outer_shape.size(); d-- > 0;) {
-          const int64_t i = rem % outer_shape[d];
-          rem /= outer_shape[d];
-          yo += i * outer_st[0][d];
-          xo += i * outer_st[1][d];
-        }
-        const int64_t j0 = t % chunks * kChunk, m = std::min(kChunk, pixels - j0);
-        if (inter == 0)
-          interleave_three(x + xo + j0, cs, y + yo + 3 * j0, m);
-        else
-          deinterleave_three(x + xo + 3 * j0, y + yo + j0, cs, m);
-      }
-    });
+    const int64_t cs = st[1 - inter][c];  // the planar side's channel stride
+    // Rows along the pixel dim, one per index of the other dims (split further where they are few).
+    Shape rshape;
+    std::array<Shape, 2> rst;
+    for (size_t d = 0; d <= nd; ++d) {
+      const size_t e = d == nd ? p : d;
+      if (d < nd && (d == c || d == p)) continue;
+      rshape.push_back(shape[e]);
+      for (size_t k = 0; k < 2; ++k) rst[k].push_back(st[k][e]);
+    }
+    for_each_row<2>(
+        rshape, rst,
+        [&](auto off, int64_t n, auto) {
+          if (inter == 0)
+            interleave_three(x + off[1], cs, y + off[0], n);
+          else
+            deinterleave_three(x + off[1], y + off[0], cs, n);
+        },
+        3);
     return true;
   }
 }

@@ -37,6 +37,24 @@ InsideOutputs inside_outputs(int64_t out, int64_t n, int64_t k, int64_t s, int64
   return {begin, std::max(begin, end)};
 }
 
+// Row by row in output order: border(oh, ow) for each output whose window reaches past the plane
+// (padding, ceil mode) and inside(oh, c0, c1, corner) for the run [c0, c1) of a row's outputs
+// whose windows lie inside it (corner: the plane index of c0's window corner); where inside
+// returns false, border takes those outputs too. Taps DH and DW apart.
+template <typename Border, typename Inside>
+void for_each_pool_row(const Pool2dGeometry& g, int64_t DH, int64_t DW, Border&& border, Inside&& inside) {
+  const InsideOutputs rows = inside_outputs(g.OH, g.H, g.KH, g.SH, g.PH, DH);
+  const InsideOutputs cols = inside_outputs(g.OW, g.W, g.KW, g.SW, g.PW, DW);
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    const bool in_rows = oh >= rows.begin && oh < rows.end;
+    const int64_t c0 = in_rows ? cols.begin : g.OW, c1 = in_rows ? cols.end : g.OW;
+    for (int64_t ow = 0; ow < c0; ++ow) border(oh, ow);
+    if (c0 < c1 && !inside(oh, c0, c1, (oh * g.SH - g.PH) * g.W + c0 * g.SW - g.PW))
+      for (int64_t ow = c0; ow < c1; ++ow) border(oh, ow);
+    for (int64_t ow = c1; ow < g.OW; ++ow) border(oh, ow);
+  }
+}
+
 // Outputs [0, count) of one output row of max pooling, every window inside the plane,
 // vectorized across the outputs: x0 is the first output's window corner in the plane (element
 // `base` of it). As the general scan (math::MaxPoolWindow): window order, the first maximum
@@ -408,8 +426,6 @@ void max_pool2d(const Tensor& x, const Tensor& y, const Tensor& indices, const P
       // The outputs whose windows lie inside the plane by the vector row, those over the padding
       // or past the edge by the general scan (a 3 x 3 pool at stride 2 with padding 1, a ResNet
       // stem's, of [16, 64, 32, 32] fp32: 8.8 ms all by the scan, PyTorch 7.8-9.3).
-      const InsideOutputs rows = inside_outputs(g.OH, g.H, g.KH, g.SH, g.PH, g.DH);
-      const InsideOutputs cols = inside_outputs(g.OW, g.W, g.KW, g.SW, g.PW, g.DW);
       const math::MaxPoolWindow window = max_pool_window(g);
       auto scan = [&](int64_t oh, int64_t ow) {
         A bv;
@@ -417,17 +433,11 @@ void max_pool2d(const Tensor& x, const Tensor& y, const Tensor& indices, const P
             oh, ow, [xp](int64_t at) { return cast_to<A>(xp[at]); }, bv, ip[oh * g.OW + ow]);
         yp[oh * g.OW + ow] = cast_to<T>(bv);
       };
-      for (int64_t oh = 0; oh < g.OH; ++oh) {
-        const bool inside = oh >= rows.begin && oh < rows.end;
-        const int64_t c0 = inside ? cols.begin : g.OW, c1 = inside ? cols.end : g.OW;
-        for (int64_t ow = 0; ow < c0; ++ow) scan(oh, ow);
-        if (c0 < c1) {
-          const int64_t corner = (oh * g.SH - g.PH) * g.W + c0 * g.SW - g.PW;
-          if (!max_pool_inside_row_avx512(xp + corner, corner, yp + oh * g.OW + c0, ip + oh * g.OW + c0, c1 - c0, g))
-            max_pool_inside_row<A>(xp + corner, corner, yp + oh * g.OW + c0, ip + oh * g.OW + c0, c1 - c0, g);
-        }
-        for (int64_t ow = c1; ow < g.OW; ++ow) scan(oh, ow);
-      }
+      for_each_pool_row(g, g.DH, g.DW, scan, [&](int64_t oh, int64_t c0, int64_t c1, int64_t corner) {
+        if (!max_pool_inside_row_avx512(xp + corner, corner, yp + oh * g.OW + c0, ip + oh * g.OW + c0, c1 - c0, g))
+          max_pool_inside_row<A>(xp + corner, corner, yp + oh * g.OW + c0, ip + oh * g.OW + c0, c1 - c0, g);
+        return true;
+      });
     });
   });
 }
@@ -476,8 +486,6 @@ void avg_pool2d(const Tensor& x, const Tensor& y, const Pool2dGeometry& g) {
     T* Y = y.data_ptr<T>();
     // Windows inside the plane (divisor KH KW, or the override) by the vector row where there is
     // one; the others, clipped by the padding or the edge, by the scalar loop.
-    const InsideOutputs rows = inside_outputs(g.OH, g.H, g.KH, g.SH, g.PH, 1);
-    const InsideOutputs cols = inside_outputs(g.OW, g.W, g.KW, g.SW, g.PW, 1);
     const int64_t inside_divisor = g.divisor_override > 0 ? g.divisor_override : g.KH * g.KW;
     for_each_plane(g, g.OH * g.OW * g.KH * g.KW, [&](int64_t p) {
       const T* xp = X + p * g.H * g.W;
@@ -490,15 +498,9 @@ void avg_pool2d(const Tensor& x, const Tensor& y, const Pool2dGeometry& g) {
           for (int64_t w = win.w0; w < win.w1; ++w) s += cast_to<A>(xp[h * g.W + w]);
         yp[oh * g.OW + ow] = cast_to<T>(win.divisor ? s / A(win.divisor) : A(0));
       };
-      for (int64_t oh = 0; oh < g.OH; ++oh) {
-        const bool inside = oh >= rows.begin && oh < rows.end;
-        int64_t c0 = inside ? cols.begin : g.OW, c1 = inside ? cols.end : g.OW;
-        const int64_t corner = (oh * g.SH - g.PH) * g.W + c0 * g.SW - g.PW;
-        if (c0 >= c1 || !avg_pool_inside_row_avx512(xp + corner, yp + oh * g.OW + c0, c1 - c0, inside_divisor, g))
-          c0 = c1 = g.OW;  // the whole row by the scalar loop
-        for (int64_t ow = 0; ow < c0; ++ow) scalar(oh, ow);
-        for (int64_t ow = c1; ow < g.OW; ++ow) scalar(oh, ow);
-      }
+      for_each_pool_row(g, 1, 1, scalar, [&](int64_t oh, int64_t c0, int64_t c1, int64_t corner) {
+        return avg_pool_inside_row_avx512(xp + corner, yp + oh * g.OW + c0, c1 - c0, inside_divisor, g);
+      });
     });
   });
 }
@@ -508,8 +510,6 @@ void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, const Pool2dGeometr
     using A = acc_t<T>;
     const T* GY = gy.data_ptr<T>();
     T* GX = gx.data_ptr<T>();
-    const InsideOutputs rows = inside_outputs(g.OH, g.H, g.KH, g.SH, g.PH, 1);
-    const InsideOutputs cols = inside_outputs(g.OW, g.W, g.KW, g.SW, g.PW, 1);
     const int64_t inside_divisor = g.divisor_override > 0 ? g.divisor_override : g.KH * g.KW;
     for_each_plane(g, g.OH * g.OW * g.KH * g.KW, [&](int64_t p) {
       std::vector<A> acc(size_t(g.H * g.W), A(0));
@@ -522,21 +522,12 @@ void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, const Pool2dGeometr
         for (int64_t h = win.h0; h < win.h1; ++h)
           for (int64_t w = win.w0; w < win.w1; ++w) acc[size_t(h * g.W + w)] += v;
       };
-      for (int64_t oh = 0; oh < g.OH; ++oh) {
-        const bool inside = oh >= rows.begin && oh < rows.end;
-        int64_t c0 = inside ? cols.begin : g.OW, c1 = inside ? cols.end : g.OW;
-        for (int64_t ow = 0; ow < c0; ++ow) scalar(oh, ow);
-        if (c0 < c1) {
-          bool done = false;
-          if constexpr (std::is_same_v<A, float>)
-            done = avg_pool_backward_inside_row_avx512(gp + oh * g.OW + c0,
-                                                       acc.data() + (oh * g.SH - g.PH) * g.W + c0 * g.SW - g.PW,
-                                                       c1 - c0, inside_divisor, g);
-          if (!done)
-            for (int64_t ow = c0; ow < c1; ++ow) scalar(oh, ow);
-        }
-        for (int64_t ow = c1; ow < g.OW; ++ow) scalar(oh, ow);
-      }
+      for_each_pool_row(g, 1, 1, scalar, [&](int64_t oh, int64_t c0, int64_t c1, int64_t corner) {
+        if constexpr (std::is_same_v<A, float>)
+          return avg_pool_backward_inside_row_avx512(gp + oh * g.OW + c0, acc.data() + corner, c1 - c0, inside_divisor,
+                                                     g);
+        return false;
+      });
       T* xp = GX + p * g.H * g.W;
       for (int64_t i = 0; i < g.H * g.W; ++i) xp[i] = cast_to<T>(acc[size_t(i)]);
     });
